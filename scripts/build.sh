@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Installs missing Debian packages, then configures and builds certmount in
+# ./build. Shared by the two quick-start commands.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
+cmake --build build -j"$(nproc)"

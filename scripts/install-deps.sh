@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages certmount builds and tests with. Idempotent:
+# it asks apt only for what dpkg does not already report as installed.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libsqlite3-dev libsqlitecpp-dev sqlite3
+  libssl-dev openssl
+  libspdlog-dev libfmt-dev
+  libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libcurl4-openssl-dev
+  libgtest-dev libgmock-dev
+  util-linux procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing ${missing[*]}; run as root to install them" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

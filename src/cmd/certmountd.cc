@@ -1,0 +1,271 @@
+// certmountd: the CSI node plugin kubelet talks to.
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <regex>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "csi/endpoint.h"
+#include "csi/identity_service.h"
+#include "csi/node_service.h"
+#include "issue/go_duration.h"
+#include "issue/local_ca.h"
+#include "state/store.h"
+#include "volume/env.h"
+#include "volume/publisher.h"
+
+namespace certmount {
+namespace {
+
+constexpr int kExitUsage = 2;
+constexpr int kExitFailure = 1;
+
+struct Flags {
+  std::string endpoint = "unix:///csi/csi.sock";
+  std::string node_id;
+  std::string driver_name = "csi.certmount.io";
+  std::string data_root = "/var/lib/certmount";
+  std::string target_root = "/var/lib/kubelet/pods";
+  std::string log_level = "info";
+  std::string log_format = "text";
+  std::string issuer = "local-ca";
+  std::string ca_cert;
+  std::string ca_key;
+  std::string publish_timeout = "60s";
+  std::string shutdown_grace = "10s";
+  bool mount_tmpfs = true;
+};
+
+// CSI's plugin-name rule: at most 63 characters, alphanumerics at both ends,
+// and only alphanumerics, '-', '.' and '_' between.
+bool IsValidDriverName(const std::string& name) {
+  static const std::regex kPattern("^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$");
+  return std::regex_match(name, kPattern);
+}
+
+Result<std::chrono::milliseconds> ParseFlagDuration(const std::string& flag,
+                                                    const std::string& text) {
+  Result<std::chrono::nanoseconds> parsed = ParseGoDuration(text);
+  if (!parsed.ok() || parsed->count() <= 0) {
+    return Status::InvalidArgument(flag + ": \"" + text +
+                                   "\" is not a positive duration (e.g. 60s, 2m)");
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(*parsed);
+}
+
+// Test-only: CERTMOUNT_TEST_HOLD_AT=<step> makes the publish sequence stop
+// at that step forever, after announcing it in CERTMOUNT_TEST_HOLD_FILE, so
+// the crash tests can SIGKILL the process at a known point.
+std::function<void(PublishStep, const std::string&)> TestHoldHook() {
+  const char* step = std::getenv("CERTMOUNT_TEST_HOLD_AT");
+  const char* file = std::getenv("CERTMOUNT_TEST_HOLD_FILE");
+  if (step == nullptr || file == nullptr) return {};
+  std::string hold_at = step;
+  std::string announce = file;
+  return [hold_at, announce](PublishStep reached, const std::string& volume_id) {
+    if (hold_at != PublishStepName(reached)) return;
+    std::ofstream(announce) << PublishStepName(reached) << " " << volume_id << "\n";
+    spdlog::warn("test hold at step {} for volume {}", hold_at, volume_id);
+    for (;;) pause();
+  };
+}
+
+// Blocks SIGTERM and SIGINT in every thread, so that one thread can take
+// them with sigwait and shut down in an orderly way.
+sigset_t BlockShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+int Run(const Flags& flags) {
+  sigset_t shutdown_signals = BlockShutdownSignals();
+  Status logging = ConfigureLogging(flags.log_level, flags.log_format);
+  if (!logging.ok()) {
+    std::cerr << "certmountd: " << logging.message() << "\n";
+    return kExitUsage;
+  }
+  Result<std::string> socket_path = ParseUnixEndpoint(flags.endpoint);
+  Result<std::chrono::milliseconds> publish_timeout =
+      ParseFlagDuration("--publish-timeout", flags.publish_timeout);
+  Result<std::chrono::milliseconds> grace =
+      ParseFlagDuration("--shutdown-grace", flags.shutdown_grace);
+  for (const Status* s : {&socket_path.status(), &publish_timeout.status(), &grace.status()}) {
+    if (!s->ok()) {
+      std::cerr << "certmountd: " << s->message() << "\n";
+      return kExitUsage;
+    }
+  }
+  if (flags.issuer != "local-ca") {
+    std::cerr << "certmountd: --issuer: unknown issuer \"" << flags.issuer
+              << "\" (available: local-ca)\n";
+    return kExitUsage;
+  }
+  if (flags.ca_cert.empty() != flags.ca_key.empty()) {
+    std::cerr << "certmountd: --ca-cert and --ca-key go together\n";
+    return kExitUsage;
+  }
+
+  spdlog::info("certmountd {} starting: driver {} node {} data root {}", CERTMOUNT_VERSION,
+               flags.driver_name, flags.node_id, flags.data_root);
+  const Clock& clock = SystemClock::Instance();
+  Env* env = Env::Default();
+  if (Status s = env->CreateDirectories(flags.data_root, 0700); !s.ok()) {
+    spdlog::error("cannot create data root: {}", s.ToString());
+    return kExitFailure;
+  }
+
+  Result<std::unique_ptr<Store>> store = Store::Open(flags.data_root + "/state.db", clock);
+  if (!store.ok()) {
+    spdlog::error("cannot open node state: {}", store.status().ToString());
+    return kExitFailure;
+  }
+  Result<std::unique_ptr<LocalCa>> ca =
+      flags.ca_cert.empty() ? LocalCa::LoadOrCreate(flags.data_root + "/ca", clock)
+                            : LocalCa::FromFiles(flags.ca_cert, flags.ca_key, clock);
+  if (!ca.ok()) {
+    spdlog::error("cannot set up the local CA: {}", ca.status().ToString());
+    return kExitFailure;
+  }
+
+  PublisherOptions options;
+  options.data_root = flags.data_root;
+  options.target_root = flags.target_root;
+  options.publish_timeout = *publish_timeout;
+  options.mount_tmpfs = flags.mount_tmpfs;
+  options.step_hook = TestHoldHook();
+  Publisher publisher(options, store->get(), ca->get(), env, &clock);
+
+  Result<StartupSummary> startup = publisher.Startup();
+  if (!startup.ok()) {
+    spdlog::error("startup cleanup failed: {}", startup.status().ToString());
+    return kExitFailure;
+  }
+  spdlog::info(
+      "startup cleanup: kept {} rows, deleted {} (of which {} no longer mounted), removed {} "
+      "orphan directories, {} ms",
+      startup->kept, startup->deleted, startup->unmounted_by_check, startup->orphans_removed,
+      startup->milliseconds);
+
+  if (Status s = PrepareSocketPath(*socket_path); !s.ok()) {
+    spdlog::error("--endpoint: {}", s.ToString());
+    return kExitFailure;
+  }
+  std::atomic<bool> ready{false};
+  IdentityService identity(flags.driver_name, CERTMOUNT_VERSION, &ready);
+  NodeService node(flags.node_id, &publisher);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix://" + *socket_path, grpc::InsecureServerCredentials());
+  builder.RegisterService(&identity);
+  builder.RegisterService(&node);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr) {
+    spdlog::error("cannot listen on {}", flags.endpoint);
+    return kExitFailure;
+  }
+  chmod(socket_path->c_str(), 0660);
+  ready = true;
+  spdlog::info("serving CSI on {}", flags.endpoint);
+
+  int signal_number = 0;
+  sigwait(&shutdown_signals, &signal_number);
+  spdlog::info("received {}, shutting down", strsignal(signal_number));
+  ready = false;
+
+  // In-flight calls get the grace period; after it, publishes still issuing
+  // are cancelled (and roll back) so that shutdown is bounded.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopped = false;
+  std::thread canceller([&] {
+    std::unique_lock lock(mu);
+    if (!cv.wait_for(lock, *grace, [&] { return stopped; })) publisher.CancelAll();
+  });
+  server->Shutdown(std::chrono::system_clock::now() + *grace);
+  server->Wait();
+  {
+    std::lock_guard lock(mu);
+    stopped = true;
+  }
+  cv.notify_all();
+  canceller.join();
+  server.reset();
+  store->reset();
+  unlink(socket_path->c_str());
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace certmount
+
+int main(int argc, char** argv) {
+  certmount::Flags flags;
+  CLI::App app{"certmountd: CSI node driver that puts X.509 certificates into pods"};
+  app.set_version_flag("--version", std::string("certmountd ") + CERTMOUNT_VERSION);
+  app.add_option("--endpoint", flags.endpoint, "CSI endpoint, unix:///path")
+      ->capture_default_str();
+  app.add_option("--node-id", flags.node_id, "this node's name (or env NODE_ID)")
+      ->envname("NODE_ID");
+  app.add_option("--driver-name", flags.driver_name, "CSI driver name")->capture_default_str();
+  app.add_option("--data-root", flags.data_root, "node state and volume files")
+      ->capture_default_str();
+  app.add_option("--target-root", flags.target_root,
+                 "publish targets must be below this directory (kubelet's pods directory)")
+      ->capture_default_str();
+  app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
+      ->capture_default_str();
+  app.add_option("--log-format", flags.log_format, "text or json")->capture_default_str();
+  app.add_option("--issuer", flags.issuer, "signer: local-ca")->capture_default_str();
+  app.add_option("--ca-cert", flags.ca_cert, "local CA certificate PEM (default: generated)");
+  app.add_option("--ca-key", flags.ca_key, "local CA private key PEM");
+  app.add_option("--publish-timeout", flags.publish_timeout,
+                 "how long one NodePublishVolume may take")
+      ->capture_default_str();
+  app.add_option("--shutdown-grace", flags.shutdown_grace,
+                 "how long in-flight calls may finish after SIGTERM")
+      ->capture_default_str();
+  app.add_option("--mount-tmpfs", flags.mount_tmpfs,
+                 "mount a tmpfs on <data-root>/volumes unless it is a mount point already")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::CallForVersion&) {
+    std::cout << "certmountd " << CERTMOUNT_VERSION << "\n";
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "certmountd: " << e.what() << "\n";
+    return certmount::kExitUsage;
+  }
+  if (flags.node_id.empty()) {
+    std::cerr << "certmountd: --node-id is required (or set NODE_ID)\n";
+    return certmount::kExitUsage;
+  }
+  if (!certmount::IsValidDriverName(flags.driver_name)) {
+    std::cerr << "certmountd: --driver-name: \"" << flags.driver_name
+              << "\" is not a valid CSI plugin name (at most 63 characters: letters, digits, "
+                 "'-', '.', '_', starting and ending with a letter or digit)\n";
+    return certmount::kExitUsage;
+  }
+  return certmount::Run(flags);
+}

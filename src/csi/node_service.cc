@@ -1,0 +1,125 @@
+#include "csi/node_service.h"
+
+#include "csi/rpc_log.h"
+#include "issue/attributes.h"
+#include "volume/paths.h"
+
+namespace certmount {
+
+namespace {
+
+constexpr char kEphemeralKey[] = "csi.storage.k8s.io/ephemeral";
+
+}  // namespace
+
+NodeService::NodeService(std::string node_id, Publisher* publisher)
+    : node_id_(std::move(node_id)), publisher_(publisher) {}
+
+Status CheckPublishArguments(const csi::v1::NodePublishVolumeRequest& request) {
+  if (request.volume_id().empty()) return Status::InvalidArgument("volume_id is required");
+  if (request.target_path().empty()) return Status::InvalidArgument("target_path is required");
+  if (!request.has_volume_capability()) {
+    return Status::InvalidArgument("volume_capability is required");
+  }
+  if (request.volume_capability().has_block()) {
+    return Status::InvalidArgument(
+        "block volumes are not supported: use the volume as a filesystem (a `volumes:` entry "
+        "with `csi:`, mounted through `volumeMounts`, not `volumeDevices`)");
+  }
+  if (!request.readonly()) {
+    return Status::InvalidArgument(
+        "certificate volumes are read-only: set `readOnly: true` in the pod's csi volume source");
+  }
+  auto ephemeral = request.volume_context().find(kEphemeralKey);
+  if (ephemeral == request.volume_context().end() || ephemeral->second != "true") {
+    return Status::InvalidArgument(
+        "only ephemeral inline volumes are supported: declare the volume inline in the pod spec "
+        "(`volumes: - csi: {driver: ...}`), and list `Ephemeral` in the CSIDriver's "
+        "volumeLifecycleModes with podInfoOnMount: true");
+  }
+  return ValidateVolumeId(request.volume_id());
+}
+
+grpc::Status NodeService::NodePublishVolume(grpc::ServerContext*,
+                                            const csi::v1::NodePublishVolumeRequest* request,
+                                            csi::v1::NodePublishVolumeResponse*) {
+  return RunRpc("NodePublishVolume", request->volume_id(), [&]() -> Status {
+    CERTMOUNT_RETURN_IF_ERROR(CheckPublishArguments(*request));
+    PublishRequest publish;
+    publish.volume_id = request->volume_id();
+    publish.target_path = request->target_path();
+    publish.volume_context.insert(request->volume_context().begin(),
+                                  request->volume_context().end());
+    if (request->volume_capability().has_mount()) {
+      publish.volume_mount_group = request->volume_capability().mount().volume_mount_group();
+    }
+    return publisher_->Publish(publish);
+  });
+}
+
+grpc::Status NodeService::NodeUnpublishVolume(grpc::ServerContext*,
+                                              const csi::v1::NodeUnpublishVolumeRequest* request,
+                                              csi::v1::NodeUnpublishVolumeResponse*) {
+  return RunRpc("NodeUnpublishVolume", request->volume_id(), [&]() -> Status {
+    if (request->volume_id().empty()) return Status::InvalidArgument("volume_id is required");
+    if (request->target_path().empty()) {
+      return Status::InvalidArgument("target_path is required");
+    }
+    CERTMOUNT_RETURN_IF_ERROR(ValidateVolumeId(request->volume_id()));
+    return publisher_->Unpublish(request->volume_id(), request->target_path());
+  });
+}
+
+grpc::Status NodeService::NodeGetCapabilities(grpc::ServerContext*,
+                                              const csi::v1::NodeGetCapabilitiesRequest*,
+                                              csi::v1::NodeGetCapabilitiesResponse* response) {
+  return RunRpc("NodeGetCapabilities", "", [&] {
+    // Only what is implemented: fsGroup delegation through volume_mount_group.
+    for (auto type : {csi::v1::NodeServiceCapability::RPC::VOLUME_MOUNT_GROUP}) {
+      response->add_capabilities()->mutable_rpc()->set_type(type);
+    }
+    return Status::Ok();
+  });
+}
+
+grpc::Status NodeService::NodeGetInfo(grpc::ServerContext*, const csi::v1::NodeGetInfoRequest*,
+                                      csi::v1::NodeGetInfoResponse* response) {
+  return RunRpc("NodeGetInfo", "", [&] {
+    response->set_node_id(node_id_);
+    return Status::Ok();
+  });
+}
+
+grpc::Status NodeService::NodeStageVolume(grpc::ServerContext*,
+                                          const csi::v1::NodeStageVolumeRequest* request,
+                                          csi::v1::NodeStageVolumeResponse*) {
+  return RunRpc("NodeStageVolume", request->volume_id(), [] {
+    return Status::Unimplemented("certmount has no STAGE_UNSTAGE_VOLUME capability");
+  });
+}
+
+grpc::Status NodeService::NodeUnstageVolume(grpc::ServerContext*,
+                                            const csi::v1::NodeUnstageVolumeRequest* request,
+                                            csi::v1::NodeUnstageVolumeResponse*) {
+  return RunRpc("NodeUnstageVolume", request->volume_id(), [] {
+    return Status::Unimplemented("certmount has no STAGE_UNSTAGE_VOLUME capability");
+  });
+}
+
+grpc::Status NodeService::NodeExpandVolume(grpc::ServerContext*,
+                                           const csi::v1::NodeExpandVolumeRequest* request,
+                                           csi::v1::NodeExpandVolumeResponse*) {
+  return RunRpc("NodeExpandVolume", request->volume_id(), [] {
+    return Status::Unimplemented("certificate volumes cannot be expanded");
+  });
+}
+
+grpc::Status NodeService::NodeGetVolumeStats(grpc::ServerContext*,
+                                             const csi::v1::NodeGetVolumeStatsRequest* request,
+                                             csi::v1::NodeGetVolumeStatsResponse*) {
+  return RunRpc("NodeGetVolumeStats", request->volume_id(), [] {
+    return Status::Unimplemented("certmount has no GET_VOLUME_STATS capability yet");
+  });
+}
+
+}  // namespace certmount

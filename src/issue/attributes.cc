@@ -1,0 +1,789 @@
+// Attribute reference. Keys marked (csi-driver) are cert-manager csi-driver's
+// and keep its meaning and defaults; the rest are this driver's additions
+// and follow the same naming scheme (cert-manager's Certificate field names
+// in kebab case).
+//
+//   issuer-name (required), issuer-kind [Issuer], issuer-group
+//     [cert-manager.io]                                         (csi-driver)
+//   common-name, dns-names, ip-sans, uri-sans                   (csi-driver)
+//   email-sans, literal-subject, organizations, organizational-units,
+//     countries, provinces, localities, street-addresses, postal-codes,
+//     serial-number
+//   duration [2160h], renew-before [issuer's choice], is-ca [false],
+//     key-usages [digital signature,key encipherment], key-encoding [PKCS1],
+//     key-algorithm [ECDSA], key-size [2048 RSA, 256 ECDSA],
+//     reuse-private-key [false]                                 (csi-driver)
+//   certificate-file [tls.crt], privatekey-file [tls.key], ca-file [ca.crt],
+//     fs-group, pkcs12-enable, pkcs12-filename [keystore.p12],
+//     pkcs12-password                                           (csi-driver)
+//
+// Decisions where csi-driver is silent or lax:
+// - An empty value means "not set", as in csi-driver's defaulting.
+// - Unknown csi.cert-manager.io/ keys are rejected (csi-driver ignores them):
+//   a misspelt key must not silently issue a different certificate.
+// - Keys without a domain ("issuer-name") are rejected for the same reason;
+//   csi-driver ignores them. Keys of other domains become annotations and
+//   must be valid Kubernetes annotation keys, since the cert-manager issuer
+//   puts them on a CertificateRequest.
+// - Variables are only the ${NAME} form; csi-driver's os.Expand also reads
+//   "$NAME", which here stays literal so that a '$' in a URI survives.
+//   Unknown variables are errors instead of expanding to "".
+// - duration may be as short as 1s (cert-manager's Certificate wants 1h) so
+//   that tests can watch renewals; durations must be whole seconds because
+//   X.509 validity has one-second resolution.
+// - Ed25519 keys have no PKCS#1 form: an explicit PKCS1 is rejected, and
+//   the default becomes PKCS8.
+// - Subject fields are checked against the X.520 length limits OpenSSL
+//   enforces, so the mistake is reported against the attribute.
+#include "issue/attributes.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "issue/dn.h"
+#include "issue/go_duration.h"
+
+namespace certmount {
+namespace {
+
+using VolumeContext = std::map<std::string, std::string>;
+
+constexpr std::string_view kStoragePrefix = "csi.storage.k8s.io/";
+
+// Attribute names, without kAttributePrefix.
+constexpr std::string_view kIssuerName = "issuer-name";
+constexpr std::string_view kIssuerKind = "issuer-kind";
+constexpr std::string_view kIssuerGroup = "issuer-group";
+constexpr std::string_view kCommonName = "common-name";
+constexpr std::string_view kLiteralSubject = "literal-subject";
+constexpr std::string_view kOrganizations = "organizations";
+constexpr std::string_view kOrganizationalUnits = "organizational-units";
+constexpr std::string_view kCountries = "countries";
+constexpr std::string_view kProvinces = "provinces";
+constexpr std::string_view kLocalities = "localities";
+constexpr std::string_view kStreetAddresses = "street-addresses";
+constexpr std::string_view kPostalCodes = "postal-codes";
+constexpr std::string_view kSerialNumber = "serial-number";
+constexpr std::string_view kDnsNames = "dns-names";
+constexpr std::string_view kIpSans = "ip-sans";
+constexpr std::string_view kUriSans = "uri-sans";
+constexpr std::string_view kEmailSans = "email-sans";
+constexpr std::string_view kDuration = "duration";
+constexpr std::string_view kRenewBefore = "renew-before";
+constexpr std::string_view kIsCa = "is-ca";
+constexpr std::string_view kKeyUsages = "key-usages";
+constexpr std::string_view kKeyAlgorithm = "key-algorithm";
+constexpr std::string_view kKeySize = "key-size";
+constexpr std::string_view kKeyEncoding = "key-encoding";
+constexpr std::string_view kReusePrivateKey = "reuse-private-key";
+constexpr std::string_view kCertificateFile = "certificate-file";
+constexpr std::string_view kPrivateKeyFile = "privatekey-file";
+constexpr std::string_view kCaFile = "ca-file";
+constexpr std::string_view kFsGroup = "fs-group";
+constexpr std::string_view kPkcs12Enable = "pkcs12-enable";
+constexpr std::string_view kPkcs12Filename = "pkcs12-filename";
+constexpr std::string_view kPkcs12Password = "pkcs12-password";
+
+constexpr std::array<std::string_view, 32> kKnownAttributes = {
+    kIssuerName,      kIssuerKind,          kIssuerGroup,  kCommonName,  kLiteralSubject,
+    kOrganizations,   kOrganizationalUnits, kCountries,    kProvinces,   kLocalities,
+    kStreetAddresses, kPostalCodes,         kSerialNumber, kDnsNames,    kIpSans,
+    kUriSans,         kEmailSans,           kDuration,     kRenewBefore, kIsCa,
+    kKeyUsages,       kKeyAlgorithm,        kKeySize,      kKeyEncoding, kReusePrivateKey,
+    kCertificateFile, kPrivateKeyFile,      kCaFile,       kFsGroup,     kPkcs12Enable,
+    kPkcs12Filename,  kPkcs12Password};
+
+// cert-manager's KeyUsage names (key usages and extended key usages).
+constexpr std::array<std::string_view, 23> kKnownUsages = {"signing",
+                                                           "digital signature",
+                                                           "content commitment",
+                                                           "key encipherment",
+                                                           "key agreement",
+                                                           "data encipherment",
+                                                           "cert sign",
+                                                           "crl sign",
+                                                           "encipher only",
+                                                           "decipher only",
+                                                           "any",
+                                                           "server auth",
+                                                           "client auth",
+                                                           "code signing",
+                                                           "email protection",
+                                                           "s/mime",
+                                                           "ipsec end system",
+                                                           "ipsec tunnel",
+                                                           "ipsec user",
+                                                           "timestamping",
+                                                           "ocsp signing",
+                                                           "microsoft sgc",
+                                                           "netscape sgc"};
+
+constexpr int64_t kMaxFsGroup = 4294967294;  // 2^32 - 2: (uint32_t)-1 means "no group"
+constexpr size_t kMaxFileNameBytes = 255;
+constexpr size_t kMaxDnsNameLength = 253;
+constexpr size_t kMaxDnsLabelLength = 63;
+
+std::string FullKey(std::string_view name) {
+  return std::string(kAttributePrefix) + std::string(name);
+}
+
+std::string Quote(std::string_view value) { return "\"" + std::string(value) + "\""; }
+
+// "csi.cert-manager.io/<name>: <rule>"
+Status Invalid(std::string_view name, std::string_view rule) {
+  return Status::InvalidArgument(FullKey(name) + ": " + std::string(rule));
+}
+
+// "csi.cert-manager.io/<name>: "<value>" <rule>"
+Status InvalidValue(std::string_view name, std::string_view value, std::string_view rule) {
+  return Invalid(name, Quote(value) + " " + std::string(rule));
+}
+
+std::string JoinQuoted(const auto& items) {
+  std::string joined;
+  for (std::string_view item : items) {
+    joined += joined.empty() ? "" : ", ";
+    joined += Quote(item);
+  }
+  return joined;
+}
+
+bool IsAsciiAlnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+std::string_view Trim(std::string_view s) {
+  constexpr std::string_view kWhitespace = " \t\r\n";
+  size_t begin = s.find_first_not_of(kWhitespace);
+  if (begin == std::string_view::npos) return {};
+  size_t end = s.find_last_not_of(kWhitespace);
+  return s.substr(begin, end - begin + 1);
+}
+
+std::vector<std::string> SplitList(std::string_view list) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string_view::npos) comma = list.size();
+    std::string_view item = Trim(list.substr(start, comma - start));
+    if (!item.empty()) items.emplace_back(item);
+    start = comma + 1;
+  }
+  return items;
+}
+
+// Number of code points; the values come from Kubernetes, so they are UTF-8.
+size_t CharacterCount(std::string_view s) {
+  return static_cast<size_t>(std::count_if(
+      s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+// RFC 1123 labels, with an optional leading "*." wildcard label.
+bool IsDnsName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxDnsNameLength) return false;
+  if (name.starts_with("*.")) name.remove_prefix(2);
+  size_t start = 0;
+  while (true) {
+    size_t dot = name.find('.', start);
+    std::string_view label =
+        name.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (label.empty() || label.size() > kMaxDnsLabelLength) return false;
+    for (char c : label) {
+      if (!IsAsciiAlnum(c) && c != '-') return false;
+    }
+    if (label.front() == '-' || label.back() == '-') return false;
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+// RFC 1123 subdomain, lower case: the prefix of a Kubernetes annotation key.
+bool IsDnsSubdomain(std::string_view name) {
+  if (name.empty() || name.size() > kMaxDnsNameLength) return false;
+  size_t start = 0;
+  while (true) {
+    size_t dot = name.find('.', start);
+    std::string_view label =
+        name.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (label.empty() || label.size() > kMaxDnsLabelLength) return false;
+    for (char c : label) {
+      if (!IsLowerAlnum(c) && c != '-') return false;
+    }
+    if (label.front() == '-' || label.back() == '-') return false;
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+// The name part of a Kubernetes qualified name.
+bool IsQualifiedNamePart(std::string_view name) {
+  if (name.empty() || name.size() > 63) return false;
+  if (!IsAsciiAlnum(name.front()) || !IsAsciiAlnum(name.back())) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return IsAsciiAlnum(c) || c == '-' || c == '_' || c == '.'; });
+}
+
+std::optional<std::string> CanonicalIp(const std::string& text) {
+  unsigned char address[16];
+  char canonical[INET6_ADDRSTRLEN];
+  if (inet_pton(AF_INET, text.c_str(), address) == 1) {
+    if (inet_ntop(AF_INET, address, canonical, sizeof(canonical)) == nullptr) return std::nullopt;
+    return std::string(canonical);
+  }
+  if (inet_pton(AF_INET6, text.c_str(), address) == 1) {
+    if (inet_ntop(AF_INET6, address, canonical, sizeof(canonical)) == nullptr) return std::nullopt;
+    return std::string(canonical);
+  }
+  return std::nullopt;
+}
+
+// RFC 3986 scheme ":" followed by something, no whitespace or controls.
+bool HasUriScheme(std::string_view uri) {
+  size_t colon = uri.find(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == uri.size()) return false;
+  if (!std::isalpha(static_cast<unsigned char>(uri[0]))) return false;
+  for (size_t i = 1; i < colon; ++i) {
+    char c = uri[i];
+    if (!IsAsciiAlnum(c) && c != '+' && c != '-' && c != '.') return false;
+  }
+  return std::none_of(uri.begin(), uri.end(),
+                      [](char c) { return static_cast<unsigned char>(c) <= ' ' || c == 0x7f; });
+}
+
+bool IsEmailAddress(std::string_view email) {
+  size_t at = email.find('@');
+  if (at == std::string_view::npos || at == 0 || at + 1 == email.size()) return false;
+  if (email.find('@', at + 1) != std::string_view::npos) return false;
+  return std::none_of(email.begin(), email.end(),
+                      [](char c) { return static_cast<unsigned char>(c) <= ' ' || c == 0x7f; });
+}
+
+// X.520 PrintableString characters (serialNumber and countryName use it).
+bool IsPrintableString(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return IsAsciiAlnum(c) || std::string_view(" '()+,-./:=?").find(c) != std::string_view::npos;
+  });
+}
+
+// Escapes an expanded variable for use inside an RFC 4514 value, so a value
+// can never add RDNs to a literal subject.
+std::string EscapeRfc4514(std::string_view value) {
+  std::string escaped;
+  for (size_t i = 0; i < value.size(); ++i) {
+    char c = value[i];
+    bool edge_space = c == ' ' && (i == 0 || i + 1 == value.size());
+    if (std::string_view(",+\"\\<>;=#").find(c) != std::string_view::npos || edge_space) {
+      escaped.push_back('\\');
+    }
+    escaped.push_back(c);
+  }
+  return escaped;
+}
+
+// The ${...} variables and kubelet's entries behind them.
+class Variables {
+ public:
+  explicit Variables(const VolumeContext& context) {
+    for (const auto& [variable, key] : kSources) {
+      auto it = context.find(std::string(key));
+      if (it != context.end() && !it->second.empty()) values_[std::string(variable)] = it->second;
+    }
+  }
+
+  // Replaces each ${NAME} in `value`; `escape` is applied to the substituted
+  // text. A '$' not followed by '{' is literal.
+  Result<std::string> Expand(std::string_view name, std::string_view value,
+                             const std::function<std::string(std::string_view)>& escape) const {
+    std::string expanded;
+    size_t pos = 0;
+    while (pos < value.size()) {
+      size_t dollar = value.find("${", pos);
+      if (dollar == std::string_view::npos) {
+        expanded.append(value.substr(pos));
+        break;
+      }
+      expanded.append(value.substr(pos, dollar - pos));
+      size_t close = value.find('}', dollar + 2);
+      if (close == std::string_view::npos) {
+        return InvalidValue(name, value, "has an unterminated \"${\"; " + KnownList());
+      }
+      std::string variable(value.substr(dollar + 2, close - dollar - 2));
+      std::string_view source;
+      for (const auto& [known, key] : kSources) {
+        if (known == variable) source = key;
+      }
+      if (source.empty()) {
+        return InvalidValue(name, value,
+                            "uses unknown variable ${" + variable + "}; " + KnownList());
+      }
+      auto it = values_.find(variable);
+      if (it == values_.end()) {
+        return InvalidValue(
+            name, value,
+            "uses ${" + variable + "} but kubelet did not send " + std::string(source) +
+                " (the CSIDriver object needs podInfoOnMount: true); " + KnownList());
+      }
+      expanded.append(escape ? escape(it->second) : it->second);
+      pos = close + 1;
+    }
+    return expanded;
+  }
+
+ private:
+  static std::string KnownList() {
+    std::string list = "known variables are ";
+    for (size_t i = 0; i < kSources.size(); ++i) {
+      list += (i == 0 ? "${" : ", ${") + std::string(kSources[i].first) + "}";
+    }
+    return list;
+  }
+
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kSources = {{
+      {"POD_NAME", kPodName},
+      {"POD_NAMESPACE", kPodNamespace},
+      {"POD_UID", kPodUid},
+      {"SERVICE_ACCOUNT_NAME", kServiceAccountName},
+  }};
+
+  std::map<std::string, std::string> values_;
+};
+
+// Reads the csi.cert-manager.io/ attributes of one volume context.
+class AttributeParser {
+ public:
+  explicit AttributeParser(const VolumeContext& context) : context_(context), variables_(context) {}
+
+  Result<CertificateSpec> Parse() {
+    CertificateSpec spec;
+    CERTMOUNT_RETURN_IF_ERROR(CheckKeys(spec));
+    CERTMOUNT_RETURN_IF_ERROR(ParseIssuer(spec));
+    CERTMOUNT_RETURN_IF_ERROR(ParseSubject(spec));
+    CERTMOUNT_RETURN_IF_ERROR(ParseSans(spec));
+    CERTMOUNT_RETURN_IF_ERROR(ParseLifetime(spec));
+    CERTMOUNT_RETURN_IF_ERROR(ParseUsages(spec));
+    CERTMOUNT_RETURN_IF_ERROR(ParseKey(spec));
+    CERTMOUNT_RETURN_IF_ERROR(ParseFiles(spec));
+    return spec;
+  }
+
+ private:
+  // The value of csi.cert-manager.io/<name>, or nullopt when absent or empty.
+  std::optional<std::string> Get(std::string_view name) const {
+    auto it = context_.find(FullKey(name));
+    if (it == context_.end() || it->second.empty()) return std::nullopt;
+    return it->second;
+  }
+
+  Status CheckKeys(CertificateSpec& spec) const {
+    for (const auto& [key, value] : context_) {
+      std::string_view k = key;
+      if (k.starts_with(kAttributePrefix)) {
+        std::string_view name = k.substr(kAttributePrefix.size());
+        if (std::find(kKnownAttributes.begin(), kKnownAttributes.end(), name) ==
+            kKnownAttributes.end()) {
+          std::string known;
+          for (std::string_view attribute : kKnownAttributes) {
+            known += known.empty() ? "" : ", ";
+            known += attribute;
+          }
+          return Status::InvalidArgument(key + ": unknown attribute; known attributes are " +
+                                         std::string(kAttributePrefix) + "{" + known + "}");
+        }
+        continue;
+      }
+      if (k.starts_with(kStoragePrefix)) continue;  // kubelet's, read through PodInfo
+      size_t slash = k.find('/');
+      if (slash == std::string_view::npos) {
+        std::string hint;
+        if (std::find(kKnownAttributes.begin(), kKnownAttributes.end(), k) !=
+            kKnownAttributes.end()) {
+          hint = " (did you mean " + FullKey(k) + "?)";
+        }
+        return Status::InvalidArgument(key + ": attribute has no domain" + hint +
+                                       "; this driver reads " + std::string(kAttributePrefix) +
+                                       "* and passes other domains' keys on as annotations");
+      }
+      if (!IsDnsSubdomain(k.substr(0, slash)) || !IsQualifiedNamePart(k.substr(slash + 1))) {
+        return Status::InvalidArgument(
+            key +
+            ": not a valid Kubernetes annotation key (lower-case DNS prefix, '/', and a name "
+            "of at most 63 characters [A-Za-z0-9-_.] beginning and ending alphanumeric)");
+      }
+      spec.annotations[key] = value;
+    }
+    return Status::Ok();
+  }
+
+  Status ParseIssuer(CertificateSpec& spec) const {
+    std::optional<std::string> name = Get(kIssuerName);
+    if (!name) return Invalid(kIssuerName, "required attribute is missing");
+    spec.issuer.name = *name;
+    if (auto kind = Get(kIssuerKind)) spec.issuer.kind = *kind;
+    if (auto group = Get(kIssuerGroup)) spec.issuer.group = *group;
+    return Status::Ok();
+  }
+
+  // Reads a comma-separated list, expanding variables in each item.
+  Result<std::vector<std::string>> GetList(std::string_view name) const {
+    std::vector<std::string> items;
+    std::optional<std::string> value = Get(name);
+    if (!value) return items;
+    for (const std::string& item : SplitList(*value)) {
+      CERTMOUNT_ASSIGN_OR_RETURN(std::string expanded, variables_.Expand(name, item, nullptr));
+      std::string_view trimmed = Trim(expanded);
+      if (!trimmed.empty()) items.emplace_back(trimmed);
+    }
+    return items;
+  }
+
+  // A subject list whose items may have at most `max_characters` each.
+  Result<std::vector<std::string>> GetSubjectList(std::string_view name,
+                                                  size_t max_characters) const {
+    CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> items, GetList(name));
+    for (const std::string& item : items) {
+      if (max_characters != 0 && CharacterCount(item) > max_characters) {
+        return InvalidValue(name, item,
+                            "is longer than " + std::to_string(max_characters) + " characters");
+      }
+    }
+    return items;
+  }
+
+  Status ParseSubject(CertificateSpec& spec) const {
+    Subject& subject = spec.subject;
+    if (auto common_name = Get(kCommonName)) {
+      CERTMOUNT_ASSIGN_OR_RETURN(subject.common_name,
+                                 variables_.Expand(kCommonName, *common_name, nullptr));
+      if (CharacterCount(subject.common_name) > 64) {
+        return InvalidValue(kCommonName, subject.common_name, "is longer than 64 characters");
+      }
+    }
+    CERTMOUNT_ASSIGN_OR_RETURN(subject.organizations, GetSubjectList(kOrganizations, 64));
+    CERTMOUNT_ASSIGN_OR_RETURN(subject.organizational_units,
+                               GetSubjectList(kOrganizationalUnits, 64));
+    CERTMOUNT_ASSIGN_OR_RETURN(subject.countries, GetSubjectList(kCountries, 0));
+    for (const std::string& country : subject.countries) {
+      if (country.size() != 2 || !std::isalpha(static_cast<unsigned char>(country[0])) ||
+          !std::isalpha(static_cast<unsigned char>(country[1]))) {
+        return InvalidValue(kCountries, country, "is not a two-letter ISO 3166 country code");
+      }
+    }
+    CERTMOUNT_ASSIGN_OR_RETURN(subject.provinces, GetSubjectList(kProvinces, 128));
+    CERTMOUNT_ASSIGN_OR_RETURN(subject.localities, GetSubjectList(kLocalities, 128));
+    CERTMOUNT_ASSIGN_OR_RETURN(subject.street_addresses, GetSubjectList(kStreetAddresses, 0));
+    CERTMOUNT_ASSIGN_OR_RETURN(subject.postal_codes, GetSubjectList(kPostalCodes, 40));
+    if (auto serial = Get(kSerialNumber)) {
+      CERTMOUNT_ASSIGN_OR_RETURN(subject.serial_number,
+                                 variables_.Expand(kSerialNumber, *serial, nullptr));
+      if (subject.serial_number.size() > 64 || !IsPrintableString(subject.serial_number)) {
+        return InvalidValue(kSerialNumber, subject.serial_number,
+                            "must be at most 64 PrintableString characters "
+                            "(A-Z a-z 0-9 space ' ( ) + , - . / : = ?)");
+      }
+    }
+
+    std::optional<std::string> literal = Get(kLiteralSubject);
+    if (!literal) return Status::Ok();
+    for (std::string_view field :
+         {kCommonName, kOrganizations, kOrganizationalUnits, kCountries, kProvinces, kLocalities,
+          kStreetAddresses, kPostalCodes, kSerialNumber}) {
+      if (Get(field)) {
+        return Invalid(kLiteralSubject, "cannot be combined with " + FullKey(field) +
+                                            "; put every subject attribute in the literal subject");
+      }
+    }
+    CERTMOUNT_ASSIGN_OR_RETURN(spec.literal_subject,
+                               variables_.Expand(kLiteralSubject, *literal, EscapeRfc4514));
+    Result<std::vector<RdnAttribute>> parsed = ParseRfc4514(spec.literal_subject);
+    if (!parsed.ok()) {
+      return InvalidValue(kLiteralSubject, spec.literal_subject,
+                          "is not an RFC 4514 distinguished name: " + parsed.status().message());
+    }
+    return Status::Ok();
+  }
+
+  Status ParseSans(CertificateSpec& spec) const {
+    CERTMOUNT_ASSIGN_OR_RETURN(spec.dns_names, GetList(kDnsNames));
+    for (const std::string& name : spec.dns_names) {
+      if (!IsDnsName(name)) {
+        return InvalidValue(kDnsNames, name,
+                            "is not a DNS name (labels of 1-63 characters [a-z0-9-] not starting "
+                            "or ending with '-', '*.' only as the first label, at most 253 "
+                            "characters)");
+      }
+    }
+    CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> ips, GetList(kIpSans));
+    for (const std::string& ip : ips) {
+      std::optional<std::string> canonical = CanonicalIp(ip);
+      if (!canonical) return InvalidValue(kIpSans, ip, "is not an IPv4 or IPv6 address");
+      spec.ip_addresses.push_back(*canonical);
+    }
+    CERTMOUNT_ASSIGN_OR_RETURN(spec.uris, GetList(kUriSans));
+    for (const std::string& uri : spec.uris) {
+      if (!HasUriScheme(uri)) {
+        return InvalidValue(kUriSans, uri,
+                            "is not a URI with a scheme (e.g. \"spiffe://cluster.local/ns/a\")");
+      }
+    }
+    CERTMOUNT_ASSIGN_OR_RETURN(spec.email_addresses, GetList(kEmailSans));
+    for (const std::string& email : spec.email_addresses) {
+      if (!IsEmailAddress(email)) {
+        return InvalidValue(kEmailSans, email,
+                            "is not an email address (one '@' with text on both sides)");
+      }
+    }
+    if (spec.subject.common_name.empty() && spec.literal_subject.empty() &&
+        spec.dns_names.empty() && spec.ip_addresses.empty() && spec.uris.empty() &&
+        spec.email_addresses.empty()) {
+      return Status::InvalidArgument(
+          "at least one of " + FullKey(kCommonName) + ", " + FullKey(kLiteralSubject) + ", " +
+          FullKey(kDnsNames) + ", " + FullKey(kIpSans) + ", " + FullKey(kUriSans) + " or " +
+          FullKey(kEmailSans) + " must be set: a certificate needs an identity");
+    }
+    return Status::Ok();
+  }
+
+  Result<std::chrono::seconds> GetDuration(std::string_view name, std::string_view value) const {
+    Result<std::chrono::nanoseconds> parsed = ParseGoDuration(value);
+    if (!parsed.ok()) {
+      return InvalidValue(
+          name, value,
+          "is not a Go duration (e.g. \"2160h\", \"1h30m\"): " + parsed.status().message());
+    }
+    if (parsed->count() % 1'000'000'000 != 0) {
+      return InvalidValue(name, value, "must be a whole number of seconds");
+    }
+    return std::chrono::duration_cast<std::chrono::seconds>(*parsed);
+  }
+
+  Status ParseLifetime(CertificateSpec& spec) const {
+    if (auto duration = Get(kDuration)) {
+      CERTMOUNT_ASSIGN_OR_RETURN(spec.duration, GetDuration(kDuration, *duration));
+      if (spec.duration < std::chrono::seconds(1)) {
+        return InvalidValue(kDuration, *duration, "must be at least 1s");
+      }
+    }
+    if (auto renew_before = Get(kRenewBefore)) {
+      CERTMOUNT_ASSIGN_OR_RETURN(std::chrono::seconds value,
+                                 GetDuration(kRenewBefore, *renew_before));
+      if (value <= std::chrono::seconds(0)) {
+        return InvalidValue(kRenewBefore, *renew_before, "must be greater than 0");
+      }
+      if (value >= spec.duration) {
+        return InvalidValue(kRenewBefore, *renew_before,
+                            "must be shorter than " + FullKey(kDuration) + " (" +
+                                FormatGoDuration(spec.duration) + ")");
+      }
+      spec.renew_before = value;
+    }
+    return Status::Ok();
+  }
+
+  Result<bool> GetBool(std::string_view name, bool fallback) const {
+    std::optional<std::string> value = Get(name);
+    if (!value) return fallback;
+    if (*value == "true") return true;
+    if (*value == "false") return false;
+    return InvalidValue(name, *value, "must be \"true\" or \"false\"");
+  }
+
+  Status ParseUsages(CertificateSpec& spec) const {
+    CERTMOUNT_ASSIGN_OR_RETURN(spec.is_ca, GetBool(kIsCa, false));
+    std::optional<std::string> usages = Get(kKeyUsages);
+    if (!usages) return Status::Ok();
+    spec.usages.clear();
+    for (const std::string& usage : SplitList(*usages)) {
+      if (std::find(kKnownUsages.begin(), kKnownUsages.end(), usage) == kKnownUsages.end()) {
+        return InvalidValue(
+            kKeyUsages, usage,
+            "is not a cert-manager key usage; known usages are " + JoinQuoted(kKnownUsages));
+      }
+      if (std::find(spec.usages.begin(), spec.usages.end(), usage) == spec.usages.end()) {
+        spec.usages.push_back(usage);
+      }
+    }
+    if (spec.usages.empty()) return InvalidValue(kKeyUsages, *usages, "lists no usage");
+    return Status::Ok();
+  }
+
+  Status ParseKey(CertificateSpec& spec) const {
+    if (auto algorithm = Get(kKeyAlgorithm)) {
+      if (*algorithm == "RSA") {
+        spec.key_algorithm = KeyAlgorithm::kRsa;
+      } else if (*algorithm == "ECDSA") {
+        spec.key_algorithm = KeyAlgorithm::kEcdsa;
+      } else if (*algorithm == "Ed25519") {
+        spec.key_algorithm = KeyAlgorithm::kEd25519;
+      } else {
+        return InvalidValue(kKeyAlgorithm, *algorithm,
+                            "is not a key algorithm; use \"RSA\", \"ECDSA\" or \"Ed25519\"");
+      }
+    }
+
+    std::optional<int> size;
+    if (auto size_text = Get(kKeySize)) {
+      if (size_text->size() > 6 || !std::all_of(size_text->begin(), size_text->end(),
+                                                [](char c) { return c >= '0' && c <= '9'; })) {
+        return InvalidValue(kKeySize, *size_text, "is not a key size in bits");
+      }
+      size = std::stoi(*size_text);
+    }
+    switch (spec.key_algorithm) {
+      case KeyAlgorithm::kRsa:
+        spec.key_size = size.value_or(2048);
+        if (spec.key_size < 2048 || spec.key_size > 8192) {
+          return InvalidValue(kKeySize, std::to_string(spec.key_size),
+                              "must be between 2048 and 8192 for RSA keys");
+        }
+        break;
+      case KeyAlgorithm::kEcdsa:
+        spec.key_size = size.value_or(256);
+        if (spec.key_size != 256 && spec.key_size != 384 && spec.key_size != 521) {
+          return InvalidValue(kKeySize, std::to_string(spec.key_size),
+                              "must be 256, 384 or 521 for ECDSA keys");
+        }
+        break;
+      case KeyAlgorithm::kEd25519:
+        if (size.value_or(0) != 0) {
+          return InvalidValue(kKeySize, std::to_string(*size),
+                              "must be empty for Ed25519 keys, which have a fixed size");
+        }
+        spec.key_size = 0;
+        break;
+    }
+
+    std::optional<std::string> encoding = Get(kKeyEncoding);
+    if (!encoding) {
+      spec.key_encoding =
+          spec.key_algorithm == KeyAlgorithm::kEd25519 ? KeyEncoding::kPkcs8 : KeyEncoding::kPkcs1;
+    } else if (*encoding == "PKCS1") {
+      if (spec.key_algorithm == KeyAlgorithm::kEd25519) {
+        return InvalidValue(kKeyEncoding, *encoding,
+                            "cannot encode Ed25519 keys, which have no PKCS#1 form; use \"PKCS8\"");
+      }
+      spec.key_encoding = KeyEncoding::kPkcs1;
+    } else if (*encoding == "PKCS8") {
+      spec.key_encoding = KeyEncoding::kPkcs8;
+    } else {
+      return InvalidValue(kKeyEncoding, *encoding, "must be \"PKCS1\" or \"PKCS8\"");
+    }
+    CERTMOUNT_ASSIGN_OR_RETURN(spec.reuse_private_key, GetBool(kReusePrivateKey, false));
+    return Status::Ok();
+  }
+
+  // A file name inside the volume, or `fallback` when the attribute is unset.
+  Result<std::string> GetFileName(std::string_view name, const std::string& fallback) const {
+    std::optional<std::string> value = Get(name);
+    if (!value) return fallback;
+    const std::string& file = *value;
+    if (file.find('/') != std::string::npos) {
+      return InvalidValue(name, file, "must be a plain file name without '/'");
+    }
+    if (file == "." || file.starts_with("..")) {
+      return InvalidValue(name, file, "must not be \".\" or start with \"..\"");
+    }
+    if (file.size() > kMaxFileNameBytes) {
+      return InvalidValue(name, file, "must be at most 255 bytes long");
+    }
+    if (file != Trim(file)) {
+      return InvalidValue(name, file, "must not begin or end with whitespace");
+    }
+    if (file.find('\0') != std::string::npos) {
+      return InvalidValue(name, file, "must not contain NUL characters");
+    }
+    return file;
+  }
+
+  Status ParseFiles(CertificateSpec& spec) const {
+    CERTMOUNT_ASSIGN_OR_RETURN(spec.certificate_file,
+                               GetFileName(kCertificateFile, spec.certificate_file));
+    CERTMOUNT_ASSIGN_OR_RETURN(spec.private_key_file,
+                               GetFileName(kPrivateKeyFile, spec.private_key_file));
+    CERTMOUNT_ASSIGN_OR_RETURN(spec.ca_file, GetFileName(kCaFile, spec.ca_file));
+
+    if (auto fs_group = Get(kFsGroup)) {
+      bool digits =
+          fs_group->size() <= 10 && std::all_of(fs_group->begin(), fs_group->end(),
+                                                [](char c) { return c >= '0' && c <= '9'; });
+      if (!digits || std::stoll(*fs_group) > kMaxFsGroup) {
+        return InvalidValue(kFsGroup, *fs_group, "must be a group ID between 0 and 4294967294");
+      }
+      spec.fs_group = static_cast<uint32_t>(std::stoll(*fs_group));
+    }
+
+    // As in csi-driver, the keystore attributes only mean something next to
+    // pkcs12-enable.
+    if (!Get(kPkcs12Enable)) {
+      for (std::string_view name : {kPkcs12Filename, kPkcs12Password}) {
+        if (Get(name)) {
+          return Invalid(name, "requires " + FullKey(kPkcs12Enable) + " to be set");
+        }
+      }
+    } else {
+      CERTMOUNT_ASSIGN_OR_RETURN(spec.pkcs12_enable, GetBool(kPkcs12Enable, false));
+      CERTMOUNT_ASSIGN_OR_RETURN(spec.pkcs12_filename,
+                                 GetFileName(kPkcs12Filename, spec.pkcs12_filename));
+      if (auto password = Get(kPkcs12Password)) spec.pkcs12_password = *password;
+      if (spec.pkcs12_enable && spec.pkcs12_password.empty()) {
+        return Invalid(kPkcs12Password, "required when " + FullKey(kPkcs12Enable) + " is \"true\"");
+      }
+    }
+
+    std::vector<std::pair<std::string_view, const std::string*>> files = {
+        {kCertificateFile, &spec.certificate_file},
+        {kPrivateKeyFile, &spec.private_key_file},
+        {kCaFile, &spec.ca_file}};
+    if (spec.pkcs12_enable) files.emplace_back(kPkcs12Filename, &spec.pkcs12_filename);
+    for (size_t i = 0; i < files.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (*files[i].second == *files[j].second) {
+          return InvalidValue(
+              files[i].first, *files[i].second,
+              "is also the file name of " + FullKey(files[j].first) + "; the files must differ");
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  const VolumeContext& context_;
+  Variables variables_;
+};
+
+}  // namespace
+
+PodInfo PodInfoFromContext(const std::map<std::string, std::string>& volume_context) {
+  auto lookup = [&](std::string_view key) {
+    auto it = volume_context.find(std::string(key));
+    return it == volume_context.end() ? std::string() : it->second;
+  };
+  PodInfo pod;
+  pod.name = lookup(kPodName);
+  pod.namespace_ = lookup(kPodNamespace);
+  pod.uid = lookup(kPodUid);
+  pod.service_account = lookup(kServiceAccountName);
+  return pod;
+}
+
+Result<CertificateSpec> ParseAttributes(const std::map<std::string, std::string>& volume_context) {
+  return AttributeParser(volume_context).Parse();
+}
+
+std::map<std::string, std::string> StorableAttributes(
+    const std::map<std::string, std::string>& volume_context) {
+  std::map<std::string, std::string> storable = volume_context;
+  storable.erase(std::string(kServiceAccountTokens));
+  return storable;
+}
+
+}  // namespace certmount

@@ -1,0 +1,121 @@
+#include "issue/go_duration.h"
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+namespace certmount {
+namespace {
+
+// Go's units in nanoseconds. Longer spellings first where one is a prefix of
+// another ("ms" before "m").
+constexpr std::array<std::pair<std::string_view, uint64_t>, 8> kUnits = {{
+    {"ns", 1},
+    {"us", 1'000},
+    {"\xC2\xB5s", 1'000},  // U+00B5 MICRO SIGN
+    {"\xCE\xBCs", 1'000},  // U+03BC GREEK SMALL LETTER MU
+    {"ms", 1'000'000},
+    {"s", 1'000'000'000},
+    {"m", 60'000'000'000},
+    {"h", 3'600'000'000'000},
+}};
+
+constexpr uint64_t kMaxMagnitude = uint64_t{1} << 63;  // |INT64_MIN|
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+Status Invalid(std::string_view what, std::string_view text) {
+  return Status::InvalidArgument(std::string(what) + " duration \"" + std::string(text) + "\"");
+}
+
+}  // namespace
+
+Result<std::chrono::nanoseconds> ParseGoDuration(std::string_view text) {
+  std::string_view rest = text;
+  bool negative = false;
+  if (!rest.empty() && (rest[0] == '-' || rest[0] == '+')) {
+    negative = rest[0] == '-';
+    rest.remove_prefix(1);
+  }
+  if (rest == "0") return std::chrono::nanoseconds(0);
+  if (rest.empty()) return Invalid("invalid", text);
+
+  uint64_t total = 0;
+  while (!rest.empty()) {
+    if (!IsDigit(rest[0]) && rest[0] != '.') return Invalid("invalid", text);
+
+    // Integer part; overflow here is overflow of the whole duration.
+    uint64_t whole = 0;
+    bool whole_digits = false;
+    bool overflow = false;
+    while (!rest.empty() && IsDigit(rest[0])) {
+      whole_digits = true;
+      uint64_t digit = static_cast<uint64_t>(rest[0] - '0');
+      if (whole > (kMaxMagnitude - digit) / 10) overflow = true;
+      if (!overflow) whole = whole * 10 + digit;
+      rest.remove_prefix(1);
+    }
+    if (overflow) return Invalid("invalid", text);
+
+    // Fraction: digits beyond what 128-bit arithmetic needs cannot change
+    // the nanosecond result, so they are read and dropped.
+    unsigned __int128 fraction = 0;
+    unsigned __int128 scale = 1;
+    bool fraction_digits = false;
+    if (!rest.empty() && rest[0] == '.') {
+      rest.remove_prefix(1);
+      while (!rest.empty() && IsDigit(rest[0])) {
+        fraction_digits = true;
+        if (scale < static_cast<unsigned __int128>(10'000'000'000'000'000'000ULL)) {
+          fraction = fraction * 10 + static_cast<unsigned>(rest[0] - '0');
+          scale *= 10;
+        }
+        rest.remove_prefix(1);
+      }
+    }
+    if (!whole_digits && !fraction_digits) return Invalid("invalid", text);
+
+    size_t unit_length = 0;
+    while (unit_length < rest.size() && rest[unit_length] != '.' && !IsDigit(rest[unit_length])) {
+      ++unit_length;
+    }
+    if (unit_length == 0) return Invalid("missing unit in", text);
+    std::string_view unit_text = rest.substr(0, unit_length);
+    uint64_t unit = 0;
+    for (const auto& [name, nanoseconds] : kUnits) {
+      if (unit_text == name) unit = nanoseconds;
+    }
+    if (unit == 0) {
+      return Status::InvalidArgument("unknown unit \"" + std::string(unit_text) +
+                                     "\" in duration \"" + std::string(text) + "\"");
+    }
+    rest.remove_prefix(unit_length);
+
+    unsigned __int128 value = static_cast<unsigned __int128>(whole) * unit;
+    value += fraction * unit / scale;
+    value += total;
+    if (value > kMaxMagnitude) return Invalid("invalid", text);
+    total = static_cast<uint64_t>(value);
+  }
+  if (!negative && total == kMaxMagnitude) return Invalid("invalid", text);
+  int64_t signed_total = negative ? static_cast<int64_t>(~total + 1) : static_cast<int64_t>(total);
+  return std::chrono::nanoseconds(signed_total);
+}
+
+std::string FormatGoDuration(std::chrono::seconds duration) {
+  int64_t count = duration.count();
+  if (count == 0) return "0s";
+  // Work on the magnitude as unsigned so INT64_MIN does not overflow.
+  uint64_t magnitude = count < 0 ? ~static_cast<uint64_t>(count) + 1 : static_cast<uint64_t>(count);
+  std::string text = count < 0 ? "-" : "";
+  uint64_t hours = magnitude / 3600;
+  uint64_t minutes = magnitude / 60 % 60;
+  uint64_t seconds = magnitude % 60;
+  if (hours > 0) text += std::to_string(hours) + "h";
+  if (hours > 0 || minutes > 0) text += std::to_string(minutes) + "m";
+  text += std::to_string(seconds) + "s";
+  return text;
+}
+
+}  // namespace certmount

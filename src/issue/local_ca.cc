@@ -1,0 +1,520 @@
+#include "issue/local_ca.h"
+
+#include <fcntl.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "issue/openssl_ptr.h"
+
+namespace certmount {
+namespace {
+
+constexpr int kSerialBytes = 16;
+
+// ---- files ------------------------------------------------------------------------
+
+std::string ErrnoText() { return std::strerror(errno); }
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::FailedPrecondition("cannot read " + path + ": " + ErrnoText());
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) return Status::FailedPrecondition("cannot read " + path);
+  return contents.str();
+}
+
+// Closes a file descriptor on scope exit.
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  ~FdCloser() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+  int get() const { return fd_; }
+  int Release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+Status SyncDirectory(const std::string& dir) {
+  FdCloser fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0 || ::fsync(fd.get()) != 0) {
+    return Status::Internal("cannot sync directory " + dir + ": " + ErrnoText());
+  }
+  return Status::Ok();
+}
+
+// Writes `contents` to `path` with `mode` such that readers see either the
+// old file or the complete new one, also across a crash.
+Status WriteFileAtomically(const std::string& path, const std::string& contents, mode_t mode) {
+  std::string temp_path = path + ".tmp.XXXXXX";
+  // mkstemp creates the file 0600, so a key is never readable by others even
+  // before the fchmod below.
+  FdCloser fd(::mkstemp(temp_path.data()));
+  if (fd.get() < 0) return Status::Internal("cannot create " + temp_path + ": " + ErrnoText());
+  auto fail = [&](const std::string& what) {
+    Status status = Status::Internal(what + " " + temp_path + ": " + ErrnoText());
+    ::unlink(temp_path.c_str());
+    return status;
+  };
+  size_t written = 0;
+  while (written < contents.size()) {
+    ssize_t n = ::write(fd.get(), contents.data() + written, contents.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail("cannot write");
+    written += static_cast<size_t>(n);
+  }
+  if (::fchmod(fd.get(), mode) != 0) return fail("cannot chmod");
+  if (::fsync(fd.get()) != 0) return fail("cannot sync");
+  if (::close(fd.Release()) != 0) return fail("cannot close");
+  if (::rename(temp_path.c_str(), path.c_str()) != 0) return fail("cannot rename");
+  return SyncDirectory(std::filesystem::path(path).parent_path().string());
+}
+
+// ---- certificate pieces --------------------------------------------------------
+
+const EVP_MD* Sha1ForKeyIds() {
+  // Key identifiers are SHA-1 of the public key (RFC 5280 4.2.1.2 method 1);
+  // fetched once, deliberately never freed.
+  static const EVP_MD* const md = EVP_MD_fetch(nullptr, "SHA1", nullptr);
+  return md;
+}
+
+Result<int64_t> UnixTime(const ASN1_TIME* time) {
+  struct tm broken_down = {};
+  if (time == nullptr || ASN1_TIME_to_tm(time, &broken_down) != 1) {
+    return Status::InvalidArgument(OpensslFailure("invalid certificate time"));
+  }
+  return static_cast<int64_t>(timegm(&broken_down));
+}
+
+Status SetRandomSerial(X509* cert) {
+  unsigned char bytes[kSerialBytes];
+  do {
+    if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
+      return Status::Internal(OpensslFailure("cannot generate serial number"));
+    }
+    bytes[0] &= 0x7F;  // serials must be positive
+  } while (std::all_of(std::begin(bytes), std::end(bytes), [](unsigned char b) { return b == 0; }));
+  BignumPtr number(BN_bin2bn(bytes, sizeof(bytes), nullptr));
+  Asn1IntegerPtr serial(number ? BN_to_ASN1_INTEGER(number.get(), nullptr) : nullptr);
+  if (serial == nullptr || X509_set_serialNumber(cert, serial.get()) != 1) {
+    return Status::Internal(OpensslFailure("cannot set serial number"));
+  }
+  return Status::Ok();
+}
+
+Status SetValidity(X509* cert, int64_t not_before, int64_t not_after) {
+  if (ASN1_TIME_set(X509_getm_notBefore(cert), static_cast<time_t>(not_before)) == nullptr ||
+      ASN1_TIME_set(X509_getm_notAfter(cert), static_cast<time_t>(not_after)) == nullptr) {
+    return Status::Internal(OpensslFailure("cannot set validity"));
+  }
+  return Status::Ok();
+}
+
+Status AddExtension(X509* cert, int nid, void* value, bool critical, const char* what) {
+  if (X509_add1_ext_i2d(cert, nid, value, critical ? 1 : 0, X509V3_ADD_REPLACE) != 1) {
+    return Status::Internal(OpensslFailure(std::string("cannot add ") + what));
+  }
+  return Status::Ok();
+}
+
+Status AddBasicConstraints(X509* cert, bool is_ca) {
+  BasicConstraintsPtr constraints(BASIC_CONSTRAINTS_new());
+  if (constraints == nullptr) return Status::Internal(OpensslFailure("out of memory"));
+  constraints->ca = is_ca ? 0xFF : 0;
+  return AddExtension(cert, NID_basic_constraints, constraints.get(), true, "basicConstraints");
+}
+
+Status AddKeyUsage(X509* cert, const std::vector<int>& bits) {
+  if (bits.empty()) return Status::Ok();
+  Asn1BitStringPtr usage(ASN1_BIT_STRING_new());
+  if (usage == nullptr) return Status::Internal(OpensslFailure("out of memory"));
+  for (int bit : bits) {
+    if (ASN1_BIT_STRING_set_bit(usage.get(), bit, 1) != 1) {
+      return Status::Internal(OpensslFailure("cannot build keyUsage"));
+    }
+  }
+  return AddExtension(cert, NID_key_usage, usage.get(), true, "keyUsage");
+}
+
+Status AddExtendedKeyUsage(X509* cert, const std::vector<int>& nids) {
+  if (nids.empty()) return Status::Ok();
+  ExtendedKeyUsagePtr usage(sk_ASN1_OBJECT_new_null());
+  if (usage == nullptr) return Status::Internal(OpensslFailure("out of memory"));
+  for (int nid : nids) {
+    // nid2obj objects are static; the stack's free leaves them alone.
+    if (sk_ASN1_OBJECT_push(usage.get(), OBJ_nid2obj(nid)) == 0) {
+      return Status::Internal(OpensslFailure("cannot build extendedKeyUsage"));
+    }
+  }
+  return AddExtension(cert, NID_ext_key_usage, usage.get(), false, "extendedKeyUsage");
+}
+
+Result<Asn1OctetStringPtr> PublicKeyId(X509* cert) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  const EVP_MD* sha1 = Sha1ForKeyIds();
+  if (sha1 == nullptr || X509_pubkey_digest(cert, sha1, digest, &length) != 1) {
+    return Status::Internal(OpensslFailure("cannot hash public key"));
+  }
+  Asn1OctetStringPtr id(ASN1_OCTET_STRING_new());
+  if (id == nullptr || ASN1_OCTET_STRING_set(id.get(), digest, static_cast<int>(length)) != 1) {
+    return Status::Internal(OpensslFailure("out of memory"));
+  }
+  return id;
+}
+
+// Adds subjectKeyIdentifier and, when `issuer` is given, an
+// authorityKeyIdentifier naming the issuer's key.
+Status AddKeyIdentifiers(X509* cert, const X509* issuer) {
+  CERTMOUNT_ASSIGN_OR_RETURN(Asn1OctetStringPtr subject_id, PublicKeyId(cert));
+  CERTMOUNT_RETURN_IF_ERROR(AddExtension(cert, NID_subject_key_identifier, subject_id.get(), false,
+                                         "subjectKeyIdentifier"));
+  if (issuer == nullptr) return Status::Ok();
+  std::unique_ptr<AUTHORITY_KEYID, OpensslFree<&AUTHORITY_KEYID_free>> authority(
+      AUTHORITY_KEYID_new());
+  if (authority == nullptr) return Status::Internal(OpensslFailure("out of memory"));
+  // Prefer the issuer's own SKI so chains built by any client match; a CA
+  // without one gets the same hash it would have had.
+  const ASN1_OCTET_STRING* issuer_ski = X509_get0_subject_key_id(const_cast<X509*>(issuer));
+  if (issuer_ski != nullptr) {
+    authority->keyid = ASN1_OCTET_STRING_dup(issuer_ski);
+  } else {
+    CERTMOUNT_ASSIGN_OR_RETURN(Asn1OctetStringPtr issuer_id,
+                               PublicKeyId(const_cast<X509*>(issuer)));
+    authority->keyid = issuer_id.release();
+  }
+  if (authority->keyid == nullptr) return Status::Internal(OpensslFailure("out of memory"));
+  return AddExtension(cert, NID_authority_key_identifier, authority.get(), false,
+                      "authorityKeyIdentifier");
+}
+
+Result<std::string> CertificatePem(X509* cert) {
+  BioPtr bio(BIO_new(BIO_s_mem()));
+  if (bio == nullptr || PEM_write_bio_X509(bio.get(), cert) != 1) {
+    return Status::Internal(OpensslFailure("cannot encode certificate"));
+  }
+  return BioContents(bio.get());
+}
+
+// ---- usages ------------------------------------------------------------------------
+
+struct UsageName {
+  const char* name;
+  int value;  // keyUsage bit number, or extendedKeyUsage NID
+};
+
+// RFC 5280 4.2.1.3 bit numbers for cert-manager's key usage names.
+constexpr UsageName kKeyUsages[] = {
+    {"signing", 0},          {"digital signature", 0}, {"content commitment", 1},
+    {"key encipherment", 2}, {"data encipherment", 3}, {"key agreement", 4},
+    {"cert sign", 5},        {"crl sign", 6},          {"encipher only", 7},
+    {"decipher only", 8},
+};
+
+constexpr UsageName kExtendedKeyUsages[] = {
+    {"any", NID_anyExtendedKeyUsage},
+    {"server auth", NID_server_auth},
+    {"client auth", NID_client_auth},
+    {"code signing", NID_code_sign},
+    {"email protection", NID_email_protect},
+    {"s/mime", NID_email_protect},
+    {"ipsec end system", NID_ipsecEndSystem},
+    {"ipsec tunnel", NID_ipsecTunnel},
+    {"ipsec user", NID_ipsecUser},
+    {"timestamping", NID_time_stamp},
+    {"ocsp signing", NID_OCSP_sign},
+    {"microsoft sgc", NID_ms_sgc},
+    {"netscape sgc", NID_ns_sgc},
+};
+
+struct Usages {
+  std::vector<int> key_usage_bits;
+  std::vector<int> extended_nids;
+};
+
+void AddUnique(std::vector<int>& values, int value) {
+  if (std::find(values.begin(), values.end(), value) == values.end()) values.push_back(value);
+}
+
+const UsageName* FindUsage(const std::string& name, const UsageName* begin, const UsageName* end) {
+  for (const UsageName* usage = begin; usage != end; ++usage) {
+    if (strcasecmp(usage->name, name.c_str()) == 0) return usage;
+  }
+  return nullptr;
+}
+
+Result<Usages> ParseUsages(const std::vector<std::string>& names, bool is_ca) {
+  Usages usages;
+  for (const std::string& name : names) {
+    if (const UsageName* key_usage =
+            FindUsage(name, std::begin(kKeyUsages), std::end(kKeyUsages))) {
+      AddUnique(usages.key_usage_bits, key_usage->value);
+    } else if (const UsageName* extended =
+                   FindUsage(name, std::begin(kExtendedKeyUsages), std::end(kExtendedKeyUsages))) {
+      AddUnique(usages.extended_nids, extended->value);
+    } else {
+      return Status::InvalidArgument("unknown certificate usage '" + name + "'");
+    }
+  }
+  if (is_ca) AddUnique(usages.key_usage_bits, 5);  // keyCertSign
+  return usages;
+}
+
+Result<X509ReqPtr> ParseCsr(const std::string& pem) {
+  BioPtr bio = MemoryBio(pem.data(), pem.size());
+  if (bio == nullptr) return Status::Internal(OpensslFailure("cannot allocate BIO"));
+  X509ReqPtr request(PEM_read_bio_X509_REQ(bio.get(), nullptr, nullptr, nullptr));
+  if (request == nullptr) {
+    return Status::InvalidArgument(OpensslFailure("not a PEM certificate request"));
+  }
+  EVP_PKEY* public_key = X509_REQ_get0_pubkey(request.get());
+  if (public_key == nullptr || X509_REQ_verify(request.get(), public_key) != 1) {
+    return Status::InvalidArgument(OpensslFailure("certificate request signature is invalid"));
+  }
+  return request;
+}
+
+Status CopySubjectAltName(X509_REQ* request, X509* cert) {
+  X509ExtensionStackPtr extensions(X509_REQ_get_extensions(request));
+  for (int i = 0; extensions != nullptr && i < sk_X509_EXTENSION_num(extensions.get()); ++i) {
+    X509_EXTENSION* extension = sk_X509_EXTENSION_value(extensions.get(), i);
+    if (OBJ_obj2nid(X509_EXTENSION_get_object(extension)) != NID_subject_alt_name) continue;
+    if (X509_add_ext(cert, extension, -1) != 1) {
+      return Status::Internal(OpensslFailure("cannot copy subjectAltName"));
+    }
+  }
+  DrainOpensslErrors();  // a CSR without extensions leaves a harmless error behind
+  return Status::Ok();
+}
+
+// Gives `cert` the request's SubjectPublicKeyInfo by copying its fields:
+// X509_set_pubkey would re-encode the key through OpenSSL 3's encoder
+// machinery, the most expensive step of issuance. Falls back to it for
+// algorithm parameters of unusual types.
+Status CopyPublicKey(X509_REQ* request, X509* cert) {
+  const ASN1_OBJECT* algorithm = nullptr;
+  const unsigned char* key_bytes = nullptr;
+  int key_length = 0;
+  X509_ALGOR* algorithm_identifier = nullptr;
+  if (X509_PUBKEY_get0_param(nullptr, &key_bytes, &key_length, &algorithm_identifier,
+                             X509_REQ_get_X509_PUBKEY(request)) == 1 &&
+      key_length > 0) {
+    int parameter_type = V_ASN1_UNDEF;
+    const void* parameter = nullptr;
+    X509_ALGOR_get0(&algorithm, &parameter_type, &parameter, algorithm_identifier);
+    void* parameter_copy = nullptr;
+    bool copied = true;
+    if (parameter_type == V_ASN1_OBJECT) {
+      parameter_copy = OBJ_dup(static_cast<const ASN1_OBJECT*>(parameter));
+      copied = parameter_copy != nullptr;
+    } else if (parameter_type == V_ASN1_SEQUENCE) {
+      parameter_copy = ASN1_STRING_dup(static_cast<const ASN1_STRING*>(parameter));
+      copied = parameter_copy != nullptr;
+    } else if (parameter_type != V_ASN1_NULL && parameter_type != V_ASN1_UNDEF) {
+      copied = false;
+    }
+    ASN1_OBJECT* algorithm_copy = copied ? OBJ_dup(algorithm) : nullptr;
+    unsigned char* key_copy =
+        algorithm_copy ? static_cast<unsigned char*>(OPENSSL_memdup(key_bytes, key_length))
+                       : nullptr;
+    if (key_copy != nullptr &&
+        X509_PUBKEY_set0_param(X509_get_X509_PUBKEY(cert), algorithm_copy, parameter_type,
+                               parameter_copy, key_copy, key_length) == 1) {
+      return Status::Ok();
+    }
+    OPENSSL_free(key_copy);
+    ASN1_OBJECT_free(algorithm_copy);
+    if (parameter_type == V_ASN1_OBJECT) {
+      ASN1_OBJECT_free(static_cast<ASN1_OBJECT*>(parameter_copy));
+    } else {
+      ASN1_STRING_free(static_cast<ASN1_STRING*>(parameter_copy));
+    }
+  }
+  DrainOpensslErrors();
+  if (X509_set_pubkey(cert, X509_REQ_get0_pubkey(request)) != 1) {
+    return Status::Internal(OpensslFailure("cannot set certificate public key"));
+  }
+  return Status::Ok();
+}
+
+Status CheckStillWanted(const Clock& clock, std::chrono::steady_clock::time_point deadline,
+                        const std::stop_token& stop) {
+  if (stop.stop_requested()) return Status::Cancelled("issuance cancelled");
+  if (clock.SteadyNow() >= deadline) return Status::DeadlineExceeded("issuance deadline passed");
+  return Status::Ok();
+}
+
+}  // namespace
+
+void LocalCa::X509Free::operator()(X509* cert) const { X509_free(cert); }
+
+Result<CaMaterial> GenerateSelfSignedCa(const std::string& common_name,
+                                        std::chrono::seconds lifetime, const Clock& clock) {
+  if (lifetime.count() <= 0) return Status::InvalidArgument("CA lifetime must be positive");
+  CERTMOUNT_ASSIGN_OR_RETURN(PrivateKey key, PrivateKey::Generate(KeyAlgorithm::kEcdsa, 256));
+  X509Ptr cert(X509_new());
+  if (cert == nullptr) return Status::Internal(OpensslFailure("out of memory"));
+  X509_NAME* name = X509_get_subject_name(cert.get());
+  if (X509_set_version(cert.get(), X509_VERSION_3) != 1 ||
+      X509_NAME_add_entry_by_NID(name, NID_commonName, MBSTRING_UTF8,
+                                 reinterpret_cast<const unsigned char*>(common_name.data()),
+                                 static_cast<int>(common_name.size()), -1, 0) != 1 ||
+      X509_set_issuer_name(cert.get(), name) != 1 || X509_set_pubkey(cert.get(), key.get()) != 1) {
+    return Status::InvalidArgument(OpensslFailure("cannot build CA certificate"));
+  }
+  const int64_t now = clock.NowUnix();
+  CERTMOUNT_RETURN_IF_ERROR(SetRandomSerial(cert.get()));
+  CERTMOUNT_RETURN_IF_ERROR(SetValidity(cert.get(), now, now + lifetime.count()));
+  CERTMOUNT_RETURN_IF_ERROR(AddBasicConstraints(cert.get(), true));
+  CERTMOUNT_RETURN_IF_ERROR(AddKeyUsage(cert.get(), {5, 6}));  // keyCertSign, cRLSign
+  CERTMOUNT_RETURN_IF_ERROR(AddKeyIdentifiers(cert.get(), nullptr));
+  if (X509_sign(cert.get(), key.get(), key.SigningDigest()) <= 0) {
+    return Status::Internal(OpensslFailure("cannot sign CA certificate"));
+  }
+  CaMaterial material;
+  CERTMOUNT_ASSIGN_OR_RETURN(material.certificate_pem, CertificatePem(cert.get()));
+  CERTMOUNT_ASSIGN_OR_RETURN(material.private_key_pem, key.ToPem(KeyEncoding::kPkcs8));
+  return material;
+}
+
+LocalCa::LocalCa(std::unique_ptr<X509, X509Free> certificate, PrivateKey key,
+                 std::string certificate_pem, int64_t not_after, const Clock& clock)
+    : certificate_(std::move(certificate)),
+      key_(std::move(key)),
+      certificate_pem_(std::move(certificate_pem)),
+      not_after_(not_after),
+      clock_(clock) {}
+
+LocalCa::~LocalCa() = default;
+
+Result<std::unique_ptr<LocalCa>> LocalCa::FromPem(const std::string& cert_pem,
+                                                  const std::string& key_pem, const Clock& clock) {
+  return Load(cert_pem, "CA certificate", key_pem, "CA key", clock);
+}
+
+Result<std::unique_ptr<LocalCa>> LocalCa::Load(const std::string& cert_pem,
+                                               const std::string& cert_name,
+                                               const std::string& key_pem,
+                                               const std::string& key_name, const Clock& clock) {
+  BioPtr bio = MemoryBio(cert_pem.data(), cert_pem.size());
+  std::unique_ptr<X509, X509Free> cert(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)
+                                           : nullptr);
+  if (cert == nullptr) {
+    return Status::InvalidArgument(OpensslFailure(cert_name + ": not a PEM certificate"));
+  }
+  Result<PrivateKey> key = PrivateKey::FromPem(key_pem);
+  if (!key.ok()) return key.status().WithContext(key_name);
+  // Reading the flags also caches the parsed extensions inside the X509, so
+  // concurrent Issue calls only ever read it.
+  if ((X509_get_extension_flags(cert.get()) & EXFLAG_CA) == 0) {
+    DrainOpensslErrors();
+    return Status::FailedPrecondition(cert_name +
+                                      ": certificate is not a CA (needs basicConstraints CA:TRUE)");
+  }
+  if (EVP_PKEY_eq(X509_get0_pubkey(cert.get()), key->get()) != 1) {
+    DrainOpensslErrors();
+    return Status::FailedPrecondition(key_name + ": key does not match the CA certificate " +
+                                      cert_name);
+  }
+  Result<int64_t> not_after = UnixTime(X509_get0_notAfter(cert.get()));
+  if (!not_after.ok()) return not_after.status().WithContext(cert_name);
+  CERTMOUNT_ASSIGN_OR_RETURN(std::string normalized_pem, CertificatePem(cert.get()));
+  return std::unique_ptr<LocalCa>(
+      new LocalCa(std::move(cert), std::move(*key), std::move(normalized_pem), *not_after, clock));
+}
+
+Result<std::unique_ptr<LocalCa>> LocalCa::FromFiles(const std::string& cert_path,
+                                                    const std::string& key_path,
+                                                    const Clock& clock) {
+  CERTMOUNT_ASSIGN_OR_RETURN(std::string cert_pem, ReadFile(cert_path));
+  CERTMOUNT_ASSIGN_OR_RETURN(std::string key_pem, ReadFile(key_path));
+  return Load(cert_pem, cert_path, key_pem, key_path, clock);
+}
+
+Result<std::unique_ptr<LocalCa>> LocalCa::LoadOrCreate(const std::string& dir, const Clock& clock) {
+  const std::string cert_path = (std::filesystem::path(dir) / "ca.crt").string();
+  const std::string key_path = (std::filesystem::path(dir) / "ca.key").string();
+  std::error_code error;
+  if (std::filesystem::exists(cert_path, error)) {
+    if (!std::filesystem::exists(key_path, error)) {
+      return Status::FailedPrecondition(cert_path + " exists but " + key_path +
+                                        " does not; restore the key or remove both");
+    }
+    return FromFiles(cert_path, key_path, clock);
+  }
+  if (!std::filesystem::exists(dir, error)) {
+    std::filesystem::create_directories(dir, error);
+    if (error) return Status::Internal("cannot create " + dir + ": " + error.message());
+    if (::chmod(dir.c_str(), 0700) != 0) {
+      return Status::Internal("cannot chmod " + dir + ": " + ErrnoText());
+    }
+  }
+  CERTMOUNT_ASSIGN_OR_RETURN(CaMaterial material,
+                             GenerateSelfSignedCa(kCommonName, kDefaultLifetime, clock));
+  // Key first: a ca.crt on disk always has its key next to it.
+  CERTMOUNT_RETURN_IF_ERROR(WriteFileAtomically(key_path, material.private_key_pem, 0600));
+  CERTMOUNT_RETURN_IF_ERROR(WriteFileAtomically(cert_path, material.certificate_pem, 0644));
+  return Load(material.certificate_pem, cert_path, material.private_key_pem, key_path, clock);
+}
+
+Result<IssuedCertificate> LocalCa::Issue(const IssueInput& input,
+                                         std::chrono::steady_clock::time_point deadline,
+                                         std::stop_token stop) {
+  CERTMOUNT_RETURN_IF_ERROR(CheckStillWanted(clock_, deadline, stop));
+  if (input.spec == nullptr) return Status::InvalidArgument("issue request without a spec");
+  const CertificateSpec& spec = *input.spec;
+  if (spec.duration.count() <= 0) {
+    return Status::InvalidArgument("certificate duration must be positive");
+  }
+  CERTMOUNT_ASSIGN_OR_RETURN(Usages usages, ParseUsages(spec.usages, spec.is_ca));
+  CERTMOUNT_ASSIGN_OR_RETURN(X509ReqPtr request, ParseCsr(input.csr_pem));
+
+  const int64_t now = clock_.NowUnix();
+  if (now >= not_after_) return Status::FailedPrecondition("the local CA has expired");
+  const int64_t not_after = std::min(now + static_cast<int64_t>(spec.duration.count()), not_after_);
+
+  X509Ptr cert(X509_new());
+  if (cert == nullptr || X509_set_version(cert.get(), X509_VERSION_3) != 1 ||
+      X509_set_issuer_name(cert.get(), X509_get_subject_name(certificate_.get())) != 1 ||
+      X509_set_subject_name(cert.get(), X509_REQ_get_subject_name(request.get())) != 1) {
+    return Status::Internal(OpensslFailure("cannot build certificate"));
+  }
+  CERTMOUNT_RETURN_IF_ERROR(CopyPublicKey(request.get(), cert.get()));
+  CERTMOUNT_RETURN_IF_ERROR(SetRandomSerial(cert.get()));
+  CERTMOUNT_RETURN_IF_ERROR(SetValidity(cert.get(), now, not_after));
+  CERTMOUNT_RETURN_IF_ERROR(AddBasicConstraints(cert.get(), spec.is_ca));
+  CERTMOUNT_RETURN_IF_ERROR(AddKeyUsage(cert.get(), usages.key_usage_bits));
+  CERTMOUNT_RETURN_IF_ERROR(AddExtendedKeyUsage(cert.get(), usages.extended_nids));
+  CERTMOUNT_RETURN_IF_ERROR(CopySubjectAltName(request.get(), cert.get()));
+  CERTMOUNT_RETURN_IF_ERROR(AddKeyIdentifiers(cert.get(), certificate_.get()));
+
+  CERTMOUNT_RETURN_IF_ERROR(CheckStillWanted(clock_, deadline, stop));
+  if (X509_sign(cert.get(), key_.get(), key_.SigningDigest()) <= 0) {
+    return Status::Internal(OpensslFailure("cannot sign certificate"));
+  }
+  IssuedCertificate issued;
+  CERTMOUNT_ASSIGN_OR_RETURN(issued.certificate_chain_pem, CertificatePem(cert.get()));
+  issued.ca_pem = certificate_pem_;
+  return issued;
+}
+
+}  // namespace certmount

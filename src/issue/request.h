@@ -1,0 +1,80 @@
+// The typed form of a pod's certificate request: everything the volume
+// attributes say, parsed and validated once (see attributes.h). Every later
+// step (key generation, CSR, issuers, file layout) reads only this.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace certmount {
+
+enum class KeyAlgorithm { kRsa, kEcdsa, kEd25519 };
+enum class KeyEncoding { kPkcs1, kPkcs8 };
+
+// The subject's distinguished-name fields, as cert-manager names them.
+struct Subject {
+  std::string common_name;
+  std::vector<std::string> organizations;
+  std::vector<std::string> organizational_units;
+  std::vector<std::string> countries;
+  std::vector<std::string> provinces;
+  std::vector<std::string> localities;
+  std::vector<std::string> street_addresses;
+  std::vector<std::string> postal_codes;
+  std::string serial_number;
+};
+
+struct IssuerRef {
+  std::string name;
+  std::string kind = "Issuer";
+  std::string group = "cert-manager.io";
+};
+
+// The pod a volume belongs to, from the csi.storage.k8s.io/ entries kubelet
+// sends when the CSIDriver has podInfoOnMount.
+struct PodInfo {
+  std::string name;
+  std::string namespace_;
+  std::string uid;
+  std::string service_account;
+};
+
+struct CertificateSpec {
+  IssuerRef issuer;
+  Subject subject;
+  // RFC 4514 subject; when set it replaces `subject` entirely.
+  std::string literal_subject;
+  std::vector<std::string> dns_names;
+  std::vector<std::string> ip_addresses;  // canonical text form, v4 or v6
+  std::vector<std::string> uris;
+  std::vector<std::string> email_addresses;
+  std::chrono::seconds duration{std::chrono::hours(2160)};
+  std::optional<std::chrono::seconds> renew_before;
+  bool is_ca = false;
+  // cert-manager usage names ("digital signature", "server auth", ...).
+  std::vector<std::string> usages{"digital signature", "key encipherment"};
+  KeyAlgorithm key_algorithm = KeyAlgorithm::kEcdsa;
+  int key_size = 256;  // RSA bits, or the ECDSA curve's size (256, 384, 521); unused for Ed25519
+  KeyEncoding key_encoding = KeyEncoding::kPkcs1;
+  bool reuse_private_key = false;
+
+  // File names inside the volume; plain names, validated.
+  std::string certificate_file = "tls.crt";
+  std::string private_key_file = "tls.key";
+  std::string ca_file = "ca.crt";
+  std::optional<uint32_t> fs_group;
+
+  bool pkcs12_enable = false;
+  std::string pkcs12_filename = "keystore.p12";
+  std::string pkcs12_password;
+
+  // Attributes of other domains, passed to issuers that use them (the
+  // cert-manager issuer turns them into CertificateRequest annotations).
+  std::map<std::string, std::string> annotations;
+};
+
+}  // namespace certmount

@@ -1,0 +1,19 @@
+#include "state/sqlite_error.h"
+
+#include <sqlite3.h>
+
+namespace certmount {
+
+Status StatusFromSqliteError(int result_code, const std::string& sqlite_message,
+                             const std::string& db_path, const std::string& operation) {
+  const int primary_code = result_code & 0xff;
+  if (primary_code == SQLITE_CORRUPT || primary_code == SQLITE_NOTADB) {
+    return Status::DataLoss("state database " + db_path + " is damaged (" + sqlite_message +
+                            ") while " + operation +
+                            "; restore it from a backup or move it aside to start empty");
+  }
+  return Status::Internal("state database " + db_path + ": " + operation +
+                          " failed: " + sqlite_message);
+}
+
+}  // namespace certmount

@@ -1,0 +1,338 @@
+#include "state/store.h"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <exception>
+#include <utility>
+
+#include "state/attributes_json.h"
+#include "state/migrations.h"
+#include "state/private_file.h"
+#include "state/sqlite_error.h"
+
+namespace certmount {
+namespace {
+
+constexpr int kBusyTimeoutMs = 5000;
+
+// kubelet puts the pod's service account tokens into the volume context under
+// this key when the CSIDriver asks for them; they must never reach the disk.
+constexpr char kServiceAccountTokensKey[] = "csi.storage.k8s.io/serviceAccount.tokens";
+
+constexpr char kSelectColumns[] =
+    "SELECT volume_id, target_path, pod_namespace, pod_name, pod_uid, service_account, "
+    "attributes, issuer, mounted, created_at, mounted_at, serial, not_before, not_after, "
+    "next_issuance_at, renewal_attempts, last_error, updated_at FROM volumes ";
+
+// Runs `body`, turning any exception into a Status so none escapes the Store.
+template <typename Body>
+auto Guarded(const std::string& db_path, const std::string& operation, Body&& body)
+    -> decltype(body()) {
+  try {
+    return body();
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqliteError(e.getErrorCode(), e.what(), db_path, operation);
+  } catch (const std::exception& e) {
+    return Status::Internal("state database " + db_path + ": " + operation +
+                            " failed: " + e.what());
+  }
+}
+
+std::optional<int64_t> OptionalInt(const SQLite::Column& column) {
+  if (column.isNull()) return std::nullopt;
+  return column.getInt64();
+}
+
+void BindOptional(SQLite::Statement& statement, int index, const std::string& text) {
+  if (text.empty()) {
+    statement.bind(index);
+  } else {
+    statement.bind(index, text);
+  }
+}
+
+Result<VolumeRecord> VolumeFromRow(const SQLite::Statement& row) {
+  VolumeRecord volume;
+  volume.volume_id = row.getColumn(0).getString();
+  volume.target_path = row.getColumn(1).getString();
+  volume.pod_namespace = row.getColumn(2).getString();
+  volume.pod_name = row.getColumn(3).getString();
+  volume.pod_uid = row.getColumn(4).getString();
+  volume.service_account = row.getColumn(5).getString();
+  CERTMOUNT_ASSIGN_OR_RETURN(volume.attributes,
+                             AttributesFromJson(row.getColumn(6).getString(), volume.volume_id));
+  volume.issuer = row.getColumn(7).getString();
+  volume.mounted = row.getColumn(8).getInt() == 1;
+  volume.created_at = row.getColumn(9).getInt64();
+  volume.mounted_at = OptionalInt(row.getColumn(10));
+  volume.serial = row.getColumn(11).getString();  // "" for NULL
+  volume.not_before = OptionalInt(row.getColumn(12));
+  volume.not_after = OptionalInt(row.getColumn(13));
+  volume.next_issuance_at = OptionalInt(row.getColumn(14));
+  volume.renewal_attempts = row.getColumn(15).getInt64();
+  volume.last_error = row.getColumn(16).getString();
+  volume.updated_at = row.getColumn(17).getInt64();
+  return volume;
+}
+
+Result<std::vector<VolumeRecord>> CollectVolumes(SQLite::Statement& statement) {
+  std::vector<VolumeRecord> volumes;
+  while (statement.executeStep()) {
+    CERTMOUNT_ASSIGN_OR_RETURN(VolumeRecord volume, VolumeFromRow(statement));
+    volumes.push_back(std::move(volume));
+  }
+  return volumes;
+}
+
+Status ValidateCertificate(const std::string& volume_id, const IssuedCertificateFields& cert) {
+  if (cert.serial.empty()) {
+    return Status::InvalidArgument("volume " + volume_id + ": certificate serial is empty");
+  }
+  return Status::Ok();
+}
+
+// Expects an open transaction, so the existence check and the insert agree.
+Status InsertVolume(SQLite::Database& db, const VolumeRecord& volume, int64_t now) {
+  if (volume.volume_id.empty()) return Status::InvalidArgument("volume id is empty");
+  if (volume.target_path.empty()) {
+    return Status::InvalidArgument("volume " + volume.volume_id + ": target path is empty");
+  }
+  if (volume.attributes.contains(kServiceAccountTokensKey)) {
+    return Status::InvalidArgument("volume " + volume.volume_id + ": attributes hold " +
+                                   kServiceAccountTokensKey +
+                                   "; tokens must be removed before storing");
+  }
+  CERTMOUNT_ASSIGN_OR_RETURN(std::string attributes_json, AttributesToJson(volume.attributes));
+
+  SQLite::Statement existing(db, "SELECT target_path FROM volumes WHERE volume_id = ?");
+  existing.bind(1, volume.volume_id);
+  if (existing.executeStep()) {
+    return Status::AlreadyExists("volume " + volume.volume_id + " is already registered at " +
+                                 existing.getColumn(0).getString());
+  }
+
+  SQLite::Statement insert(db,
+                           "INSERT INTO volumes (volume_id, target_path, pod_namespace, pod_name, "
+                           "pod_uid, service_account, attributes, issuer, mounted, created_at, "
+                           "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)");
+  insert.bind(1, volume.volume_id);
+  insert.bind(2, volume.target_path);
+  insert.bind(3, volume.pod_namespace);
+  insert.bind(4, volume.pod_name);
+  insert.bind(5, volume.pod_uid);
+  insert.bind(6, volume.service_account);
+  insert.bind(7, attributes_json);
+  insert.bind(8, volume.issuer);
+  insert.bind(9, now);
+  insert.bind(10, now);
+  insert.exec();
+  return Status::Ok();
+}
+
+Status UpdateMounted(SQLite::Database& db, const std::string& volume_id,
+                     const IssuedCertificateFields& cert, int64_t now) {
+  CERTMOUNT_RETURN_IF_ERROR(ValidateCertificate(volume_id, cert));
+  SQLite::Statement update(db,
+                           "UPDATE volumes SET mounted = 1, mounted_at = ?, serial = ?, "
+                           "not_before = ?, not_after = ?, next_issuance_at = ?, "
+                           "renewal_attempts = 0, last_error = NULL, updated_at = ? "
+                           "WHERE volume_id = ?");
+  update.bind(1, now);
+  update.bind(2, cert.serial);
+  update.bind(3, cert.not_before);
+  update.bind(4, cert.not_after);
+  update.bind(5, cert.next_issuance_at);
+  update.bind(6, now);
+  update.bind(7, volume_id);
+  if (update.exec() == 0) return Status::NotFound("no volume " + volume_id + " to mark mounted");
+  return Status::Ok();
+}
+
+Status ApplyConnectionSettings(SQLite::Database& db) {
+  // journal_mode answers with the mode now in effect; anything but "wal"
+  // (e.g. on a filesystem without shared memory) would let readers block us.
+  const std::string journal_mode = db.execAndGet("PRAGMA journal_mode = WAL").getString();
+  if (journal_mode != "wal") {
+    return Status::Internal("state database " + db.getFilename() +
+                            " refused WAL mode (journal_mode=" + journal_mode + ")");
+  }
+  db.exec("PRAGMA synchronous = FULL");
+  db.exec("PRAGMA foreign_keys = ON");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Store::Store(std::unique_ptr<SQLite::Database> db, std::string db_path, const Clock& clock,
+             int schema_version)
+    : db_(std::move(db)),
+      db_path_(std::move(db_path)),
+      clock_(clock),
+      schema_version_(schema_version) {}
+
+Store::~Store() = default;
+
+Result<std::unique_ptr<Store>> Store::Open(const std::string& db_path, const Clock& clock) {
+  CERTMOUNT_ASSIGN_OR_RETURN(std::vector<Migration> migrations,
+                             ParseMigrations(EmbeddedMigrations()));
+  CERTMOUNT_RETURN_IF_ERROR(EnsurePrivateFile(db_path));
+  return Guarded(db_path, "opening", [&]() -> Result<std::unique_ptr<Store>> {
+    auto db = std::make_unique<SQLite::Database>(
+        db_path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX,
+        kBusyTimeoutMs);
+    // Check the version before any pragma writes to the file, so a newer
+    // schema is refused with the file untouched.
+    CERTMOUNT_ASSIGN_OR_RETURN(int version, ReadSchemaVersion(*db, db_path));
+    CERTMOUNT_RETURN_IF_ERROR(CheckSchemaNotNewer(version, migrations, db_path));
+    CERTMOUNT_RETURN_IF_ERROR(ApplyConnectionSettings(*db));
+    CERTMOUNT_ASSIGN_OR_RETURN(version, ApplyMigrations(*db, migrations, db_path));
+    return std::unique_ptr<Store>(new Store(std::move(db), db_path, clock, version));
+  });
+}
+
+Status Store::RegisterVolume(const VolumeRecord& volume) {
+  std::lock_guard lock(mutex_);
+  return Guarded(db_path_, "registering volume " + volume.volume_id, [&]() -> Status {
+    SQLite::Transaction transaction(*db_, SQLite::TransactionBehavior::IMMEDIATE);
+    CERTMOUNT_RETURN_IF_ERROR(InsertVolume(*db_, volume, clock_.NowUnix()));
+    transaction.commit();
+    return Status::Ok();
+  });
+}
+
+Status Store::MarkMounted(const std::string& volume_id, const IssuedCertificateFields& cert) {
+  std::lock_guard lock(mutex_);
+  return Guarded(db_path_, "marking volume " + volume_id + " mounted",
+                 [&]() { return UpdateMounted(*db_, volume_id, cert, clock_.NowUnix()); });
+}
+
+Status Store::RecordRenewal(const std::string& volume_id, const IssuedCertificateFields& cert) {
+  std::lock_guard lock(mutex_);
+  return Guarded(db_path_, "recording renewal of volume " + volume_id, [&]() -> Status {
+    CERTMOUNT_RETURN_IF_ERROR(ValidateCertificate(volume_id, cert));
+    SQLite::Statement update(*db_,
+                             "UPDATE volumes SET serial = ?, not_before = ?, not_after = ?, "
+                             "next_issuance_at = ?, renewal_attempts = 0, last_error = NULL, "
+                             "updated_at = ? WHERE volume_id = ? AND mounted = 1");
+    update.bind(1, cert.serial);
+    update.bind(2, cert.not_before);
+    update.bind(3, cert.not_after);
+    update.bind(4, cert.next_issuance_at);
+    update.bind(5, clock_.NowUnix());
+    update.bind(6, volume_id);
+    if (update.exec() == 0) return Status::NotFound("no mounted volume " + volume_id);
+    return Status::Ok();
+  });
+}
+
+Status Store::RecordRenewalFailure(const std::string& volume_id, int64_t attempts,
+                                   int64_t next_attempt_at, const std::string& error) {
+  std::lock_guard lock(mutex_);
+  return Guarded(db_path_, "recording failed renewal of volume " + volume_id, [&]() -> Status {
+    SQLite::Statement update(*db_,
+                             "UPDATE volumes SET renewal_attempts = ?, next_issuance_at = ?, "
+                             "last_error = ?, updated_at = ? WHERE volume_id = ? AND mounted = 1");
+    update.bind(1, attempts);
+    update.bind(2, next_attempt_at);
+    BindOptional(update, 3, error);
+    update.bind(4, clock_.NowUnix());
+    update.bind(5, volume_id);
+    if (update.exec() == 0) return Status::NotFound("no mounted volume " + volume_id);
+    return Status::Ok();
+  });
+}
+
+Result<bool> Store::DeleteVolume(const std::string& volume_id) {
+  std::lock_guard lock(mutex_);
+  return Guarded(db_path_, "deleting volume " + volume_id, [&]() -> Result<bool> {
+    SQLite::Statement remove(*db_, "DELETE FROM volumes WHERE volume_id = ?");
+    remove.bind(1, volume_id);
+    return remove.exec() > 0;
+  });
+}
+
+Result<std::optional<VolumeRecord>> Store::GetVolume(const std::string& volume_id) {
+  std::lock_guard lock(mutex_);
+  return Guarded(
+      db_path_, "reading volume " + volume_id, [&]() -> Result<std::optional<VolumeRecord>> {
+        SQLite::Statement query(*db_, std::string(kSelectColumns) + "WHERE volume_id = ?");
+        query.bind(1, volume_id);
+        if (!query.executeStep()) return std::optional<VolumeRecord>();
+        CERTMOUNT_ASSIGN_OR_RETURN(VolumeRecord volume, VolumeFromRow(query));
+        return std::optional<VolumeRecord>(std::move(volume));
+      });
+}
+
+Result<std::vector<VolumeRecord>> Store::ListVolumes() {
+  std::lock_guard lock(mutex_);
+  return Guarded(db_path_, "listing volumes", [&]() {
+    SQLite::Statement query(*db_, std::string(kSelectColumns) + "ORDER BY volume_id");
+    return CollectVolumes(query);
+  });
+}
+
+Result<std::vector<VolumeRecord>> Store::ListMountedByNextIssuance() {
+  std::lock_guard lock(mutex_);
+  return Guarded(db_path_, "listing mounted volumes", [&]() {
+    SQLite::Statement query(*db_, std::string(kSelectColumns) +
+                                      "WHERE mounted = 1 ORDER BY next_issuance_at, volume_id");
+    return CollectVolumes(query);
+  });
+}
+
+Result<StartupCleanupResult> Store::StartupCleanup(
+    const std::function<bool(const std::string& target_path)>& is_mount_point) {
+  std::lock_guard lock(mutex_);
+  return Guarded(db_path_, "cleaning up at startup", [&]() -> Result<StartupCleanupResult> {
+    const int64_t now = clock_.NowUnix();
+    StartupCleanupResult result;
+    SQLite::Transaction transaction(*db_, SQLite::TransactionBehavior::IMMEDIATE);
+
+    std::vector<std::string> no_longer_mounted;
+    SQLite::Statement mounted(*db_, "SELECT volume_id, target_path FROM volumes WHERE mounted = 1");
+    while (mounted.executeStep()) {
+      if (is_mount_point(mounted.getColumn(1).getString())) {
+        ++result.kept;
+      } else {
+        no_longer_mounted.push_back(mounted.getColumn(0).getString());
+      }
+    }
+    SQLite::Statement unmount(*db_,
+                              "UPDATE volumes SET mounted = 0, updated_at = ? WHERE volume_id = ?");
+    for (const std::string& volume_id : no_longer_mounted) {
+      unmount.bind(1, now);
+      unmount.bind(2, volume_id);
+      result.unmounted_by_check += unmount.exec();
+      unmount.reset();
+    }
+
+    SQLite::Statement remove(
+        *db_, "DELETE FROM volumes WHERE mounted = 0 RETURNING volume_id, target_path");
+    while (remove.executeStep()) {
+      result.deleted.push_back(
+          DeletedVolume{remove.getColumn(0).getString(), remove.getColumn(1).getString()});
+    }
+    transaction.commit();
+    return result;
+  });
+}
+
+Status Store::WriteInOneTransactionForTest(const VolumeRecord& volume,
+                                           const std::string& mark_mounted_id,
+                                           const IssuedCertificateFields& cert,
+                                           const std::function<void()>& before_commit) {
+  std::lock_guard lock(mutex_);
+  return Guarded(db_path_, "test transaction", [&]() -> Status {
+    const int64_t now = clock_.NowUnix();
+    SQLite::Transaction transaction(*db_, SQLite::TransactionBehavior::IMMEDIATE);
+    CERTMOUNT_RETURN_IF_ERROR(InsertVolume(*db_, volume, now));
+    if (!mark_mounted_id.empty()) {
+      CERTMOUNT_RETURN_IF_ERROR(UpdateMounted(*db_, mark_mounted_id, cert, now));
+    }
+    before_commit();
+    transaction.commit();
+    return Status::Ok();
+  });
+}
+
+}  // namespace certmount

@@ -1,0 +1,120 @@
+// The node-state store: the SQLite database at <data-root>/state.db that
+// remembers which volumes this node has published and their certificates.
+//
+// The rule it serves: a volume counts only once it is published. A row is
+// registered with mounted = 0 before any work, becomes mounted = 1 in the same
+// transaction that records the successful publish, and at startup every row
+// still at 0 is deleted (StartupCleanup) before renewals start. A crash at any
+// instant therefore leaves a node that the next start cleans completely.
+//
+// Thread-safe: one connection, every call serialised by a mutex. No function
+// throws. SQLite failures are INTERNAL, or DATA_LOSS (naming the file) when the
+// database is damaged.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "state/volume_record.h"
+
+namespace SQLite {
+class Database;
+}
+
+namespace certmount {
+
+class Store {
+ public:
+  // Opens (creating with mode 0600 if absent) the database at `db_path`, sets
+  // WAL, synchronous=FULL, foreign_keys=ON and a 5 s busy timeout, and applies
+  // pending migrations. FAILED_PRECONDITION, without changing the file, when
+  // its schema is newer than this binary knows; DATA_LOSS when it is damaged.
+  // `clock` stamps every row and must outlive the Store.
+  static Result<std::unique_ptr<Store>> Open(const std::string& db_path, const Clock& clock);
+
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Inserts `volume`'s identity (id, target path, pod fields, service account,
+  // attributes, issuer) with mounted=0 and created_at=updated_at=now; its other
+  // fields are ignored. ALREADY_EXISTS, naming the existing row's target path,
+  // if the id exists. INVALID_ARGUMENT for an empty id or target path, or for
+  // attributes holding kubelet's service account tokens (never store secrets).
+  Status RegisterVolume(const VolumeRecord& volume);
+
+  // Records a successful publish in one statement: mounted=1, mounted_at=now,
+  // the certificate fields, renewal_attempts=0, last_error NULL. NOT_FOUND if
+  // no such row; INVALID_ARGUMENT for an empty serial.
+  Status MarkMounted(const std::string& volume_id, const IssuedCertificateFields& cert);
+
+  // Records a successful renewal: the certificate fields (including the next
+  // issuance time), renewal_attempts=0, last_error NULL. NOT_FOUND unless the
+  // row exists and is mounted; INVALID_ARGUMENT for an empty serial.
+  Status RecordRenewal(const std::string& volume_id, const IssuedCertificateFields& cert);
+
+  // Records a failed renewal: the attempt count, when to try next and why it
+  // failed. NOT_FOUND unless the row exists and is mounted.
+  Status RecordRenewalFailure(const std::string& volume_id, int64_t attempts,
+                              int64_t next_attempt_at, const std::string& error);
+
+  // Deletes the row. True if it existed, false (still OK) if there was none.
+  Result<bool> DeleteVolume(const std::string& volume_id);
+
+  // The row, or nullopt if there is none. DATA_LOSS if its attributes column
+  // does not parse.
+  Result<std::optional<VolumeRecord>> GetVolume(const std::string& volume_id);
+
+  // All rows ordered by volume_id.
+  Result<std::vector<VolumeRecord>> ListVolumes();
+
+  // Mounted rows ordered by next_issuance_at (then volume_id), for the renewal
+  // scheduler.
+  Result<std::vector<VolumeRecord>> ListMountedByNextIssuance();
+
+  // The startup cleanup, in ONE transaction: sets mounted=0 on every mounted
+  // row whose target path `is_mount_point` reports as not mounted (e.g. after
+  // a reboot), then deletes every row with mounted=0. Returns what it deleted;
+  // the caller removes those volumes' files after this returns. Call before
+  // any renewal starts. `is_mount_point` runs under the store's lock and must
+  // not call back into the Store. On error nothing changes.
+  Result<StartupCleanupResult> StartupCleanup(
+      const std::function<bool(const std::string& target_path)>& is_mount_point);
+
+  // The schema version of the file (PRAGMA user_version) after Open migrated
+  // it; equals the newest embedded migration.
+  int schema_version() const { return schema_version_; }
+
+  // The path given to Open.
+  const std::string& db_path() const { return db_path_; }
+
+  // Test seam for the crash test; not for production. In ONE write
+  // transaction: inserts `volume` as RegisterVolume does, then, if
+  // `mark_mounted_id` is not empty, applies MarkMounted(mark_mounted_id, cert)
+  // to that row; then calls `before_commit` with the transaction still open
+  // (the crash test kills the process there) and commits once it returns.
+  // Any failure rolls everything back.
+  Status WriteInOneTransactionForTest(const VolumeRecord& volume,
+                                      const std::string& mark_mounted_id,
+                                      const IssuedCertificateFields& cert,
+                                      const std::function<void()>& before_commit);
+
+ private:
+  Store(std::unique_ptr<SQLite::Database> db, std::string db_path, const Clock& clock,
+        int schema_version);
+
+  mutable std::mutex mutex_;
+  std::unique_ptr<SQLite::Database> db_;
+  const std::string db_path_;
+  const Clock& clock_;
+  const int schema_version_;
+};
+
+}  // namespace certmount

@@ -1,0 +1,54 @@
+// The values the store keeps about a volume. Times are unix seconds.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace certmount {
+
+// One row of the `volumes` table (see schema/schema.sql for each column).
+// Empty strings stand for SQL NULL in serial and last_error.
+struct VolumeRecord {
+  std::string volume_id;
+  std::string target_path;
+  std::string pod_namespace;
+  std::string pod_name;
+  std::string pod_uid;
+  std::string service_account;
+  std::map<std::string, std::string> attributes;  // never a token or other secret
+  std::string issuer;
+  bool mounted = false;
+  int64_t created_at = 0;
+  std::optional<int64_t> mounted_at;
+  std::string serial;
+  std::optional<int64_t> not_before;
+  std::optional<int64_t> not_after;
+  std::optional<int64_t> next_issuance_at;
+  int64_t renewal_attempts = 0;
+  std::string last_error;
+  int64_t updated_at = 0;
+};
+
+// What the store records about a freshly issued certificate.
+struct IssuedCertificateFields {
+  std::string serial;  // non-empty
+  int64_t not_before = 0;
+  int64_t not_after = 0;
+  int64_t next_issuance_at = 0;  // when the scheduler should renew it
+};
+
+struct DeletedVolume {
+  std::string volume_id;
+  std::string target_path;
+};
+
+struct StartupCleanupResult {
+  int64_t kept = 0;                    // mounted rows still mounted
+  int64_t unmounted_by_check = 0;      // rows set to mounted=0 because their path was not mounted
+  std::vector<DeletedVolume> deleted;  // every row deleted (including those above)
+};
+
+}  // namespace certmount

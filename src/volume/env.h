@@ -1,0 +1,146 @@
+// The filesystem and mount syscalls of the volume layer, behind a seam
+// (LevelDB style) so tests can inject faults such as ENOSPC on the third write
+// without a full disk. Production code uses Env::Default(); nothing in
+// src/volume/ calls these syscalls directly.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace certmount {
+
+// Turns a failed syscall's errno into a Status whose message names the
+// operation, the path, and the errno ("rename(/a -> /b): No space left on
+// device (ENOSPC)"). The code follows the errno: ENOENT -> NOT_FOUND,
+// EEXIST/ENOTEMPTY -> ALREADY_EXISTS, ENOSPC/EDQUOT/ENOMEM -> RESOURCE_EXHAUSTED,
+// EINVAL -> INVALID_ARGUMENT, EBUSY -> UNAVAILABLE (retry later),
+// EROFS/ENOTDIR/ELOOP -> FAILED_PRECONDITION, anything else -> INTERNAL.
+// Callers rely on this mapping (e.g. Unmount treats EINVAL as "not mounted"),
+// and fault-injecting test Envs build their errors with it too.
+Status ErrnoStatus(int error_number, std::string_view operation, std::string_view path);
+
+// What lstat reports about a path, reduced to what the volume layer decides on.
+struct FileStat {
+  enum class Type { kRegular, kDirectory, kSymlink, kOther };
+  Type type = Type::kOther;
+  mode_t permissions = 0;  // the 07777 bits
+  uid_t uid = 0;
+  gid_t gid = 0;
+  dev_t device = 0;
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+
+  // Creates one directory with exactly `mode` (umask does not apply) and, when
+  // `gid` is set, that group. ALREADY_EXISTS if the path exists.
+  virtual Status CreateDir(const std::string& path, mode_t mode, std::optional<gid_t> gid) = 0;
+  // Sets mode and (when given) group of an existing directory; fails instead
+  // of following a symlink.
+  virtual Status SetDirPermissions(const std::string& path, mode_t mode,
+                                   std::optional<gid_t> gid) = 0;
+  // Creates a new file (never follows or replaces an existing path), writes
+  // all of `contents`, applies exactly `mode` and (when given) the group, and
+  // fsyncs it before returning.
+  virtual Status WriteNewFile(const std::string& path, std::string_view contents, mode_t mode,
+                              std::optional<gid_t> gid) = 0;
+  // Reads a whole file; works for /proc files whose size reads as 0.
+  virtual Result<std::string> ReadFile(const std::string& path) = 0;
+  // fsyncs a directory so renames and creations inside it are durable.
+  virtual Status SyncDir(const std::string& path) = 0;
+  // rename(2): atomically replaces `to` when it exists.
+  virtual Status Rename(const std::string& from, const std::string& to) = 0;
+  // Creates `link_path` as a symlink whose content is `target`.
+  virtual Status Symlink(const std::string& target, const std::string& link_path) = 0;
+  // The content of a symlink.
+  virtual Result<std::string> ReadLink(const std::string& path) = 0;
+  // lstat(2): describes the path itself, never a symlink's target.
+  virtual Result<FileStat> LStat(const std::string& path) = 0;
+  // Names in a directory, sorted, without "." and "..".
+  virtual Result<std::vector<std::string>> ListDirectory(const std::string& path) = 0;
+  // Removes a file, a symlink (not its target) or an empty directory.
+  virtual Status Remove(const std::string& path) = 0;
+  // rmdir(2): removes an empty directory, never a file or a mount point
+  // (UNAVAILABLE, EBUSY). OK if `path` does not exist.
+  virtual Status RemoveEmptyDirectory(const std::string& path) = 0;
+  // Removes `path` and everything below it without following symlinks and
+  // without descending into a mount point (FAILED_PRECONDITION, so a stray
+  // mount never has its contents deleted). OK if `path` does not exist.
+  virtual Status RemoveTree(const std::string& path) = 0;
+  // realpath(3): the absolute path with symlinks, "." and ".." resolved.
+  virtual Result<std::string> RealPath(const std::string& path) = 0;
+  // mount(2). Empty `source`, `fstype` or `data` are passed as NULL.
+  virtual Status Mount(const std::string& source, const std::string& target,
+                       const std::string& fstype, unsigned long flags, const std::string& data) = 0;
+  // umount2(2).
+  virtual Status Unmount(const std::string& target, int flags) = 0;
+
+  // mkdir -p: creates every missing directory of the absolute `path` with
+  // `mode`, through CreateDir (so wrappers see each step). Existing
+  // components are left as they are; the last one must be a directory
+  // (FAILED_PRECONDITION otherwise, including when it is a symlink).
+  Status CreateDirectories(const std::string& path, mode_t mode);
+
+  // The real filesystem; process-wide.
+  static Env* Default();
+};
+
+// Forwards every call to another Env; test doubles derive from it and
+// override only the operations they interfere with.
+class EnvWrapper : public Env {
+ public:
+  explicit EnvWrapper(Env* target) : target_(target) {}
+
+  Status CreateDir(const std::string& path, mode_t mode, std::optional<gid_t> gid) override {
+    return target_->CreateDir(path, mode, gid);
+  }
+  Status SetDirPermissions(const std::string& path, mode_t mode,
+                           std::optional<gid_t> gid) override {
+    return target_->SetDirPermissions(path, mode, gid);
+  }
+  Status WriteNewFile(const std::string& path, std::string_view contents, mode_t mode,
+                      std::optional<gid_t> gid) override {
+    return target_->WriteNewFile(path, contents, mode, gid);
+  }
+  Result<std::string> ReadFile(const std::string& path) override { return target_->ReadFile(path); }
+  Status SyncDir(const std::string& path) override { return target_->SyncDir(path); }
+  Status Rename(const std::string& from, const std::string& to) override {
+    return target_->Rename(from, to);
+  }
+  Status Symlink(const std::string& target, const std::string& link_path) override {
+    return target_->Symlink(target, link_path);
+  }
+  Result<std::string> ReadLink(const std::string& path) override { return target_->ReadLink(path); }
+  Result<FileStat> LStat(const std::string& path) override { return target_->LStat(path); }
+  Result<std::vector<std::string>> ListDirectory(const std::string& path) override {
+    return target_->ListDirectory(path);
+  }
+  Status Remove(const std::string& path) override { return target_->Remove(path); }
+  Status RemoveEmptyDirectory(const std::string& path) override {
+    return target_->RemoveEmptyDirectory(path);
+  }
+  Status RemoveTree(const std::string& path) override { return target_->RemoveTree(path); }
+  Result<std::string> RealPath(const std::string& path) override { return target_->RealPath(path); }
+  Status Mount(const std::string& source, const std::string& target, const std::string& fstype,
+               unsigned long flags, const std::string& data) override {
+    return target_->Mount(source, target, fstype, flags, data);
+  }
+  Status Unmount(const std::string& target, int flags) override {
+    return target_->Unmount(target, flags);
+  }
+
+ protected:
+  Env* target() const { return target_; }
+
+ private:
+  Env* target_;
+};
+
+}  // namespace certmount

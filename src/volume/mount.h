@@ -1,0 +1,62 @@
+// The three mounts the driver makes: a tmpfs under its data directory so keys
+// never touch a disk, read-only bind mounts of volume directories onto
+// kubelet's target paths, and their removal.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "volume/env.h"
+#include "volume/mountinfo.h"
+
+namespace certmount {
+
+// Mode of the data tmpfs root. 0700: pods never traverse this path (the
+// kernel resolves a bind mount's source once, at mount time, and the pod sees
+// only the mounted volume directory), so nobody but root needs even search
+// permission here; it also keeps the list of volume ids private.
+inline constexpr mode_t kDataTmpfsMode = 0700;
+
+// At most this many mounts stacked on one target are removed by Unmount.
+inline constexpr int kMaxStackedMounts = 32;
+
+// Ensures a tmpfs (nosuid,nodev,noexec, mode 0700) is mounted at `dir`,
+// creating `dir` and its parents if missing. A no-op when the visible mount
+// at `dir` already is a tmpfs (a driver restart, where the old tmpfs still
+// backs the pods' bind mounts and must not be hidden). When `dir` is a mount
+// point of another type (typically a hostPath bind onto a disk), a tmpfs is
+// mounted on top of it, because private keys must not land on persistent
+// storage.
+Status MountTmpfsIfNeeded(const std::string& dir, Env* env);
+
+// Bind-mounts `source_dir` onto `target_dir` (both must exist) and remounts
+// the bind read-only, nosuid, nodev, noexec. If the remount fails the bind is
+// undone before returning the error, so no writable mount is ever left. Does
+// not check whether `target_dir` is already mounted (that needs a mountinfo
+// read, which the caller may already have); calling it twice stacks a mount.
+Status BindMountReadOnly(const std::string& source_dir, const std::string& target_dir, Env* env);
+
+// Unmounts `target` until nothing is mounted there any more (stacked mounts
+// are removed one by one, at most kMaxStackedMounts). OK when `target` is not
+// a mount point (EINVAL) or does not exist (ENOENT), so it is idempotent.
+// No MNT_DETACH: kubelet removes the target directory after
+// NodeUnpublishVolume returns and expects it really unmounted; a busy mount
+// is reported as UNAVAILABLE so kubelet retries. Symlinks are not followed.
+Status Unmount(const std::string& target, Env* env);
+
+// When the visible mount at `target` shows `data_dir` or a directory below
+// it (same device as the mount data_dir lives on, and a mountinfo root at or
+// below data_dir's path inside that filesystem), returns that directory as a
+// path under `data_dir`; nullopt otherwise. `data_dir` may be the data tmpfs
+// itself or any directory on it (e.g. one volume's directory). Both paths
+// absolute and canonical. Startup cleanup uses it to touch only the driver's
+// own mounts.
+std::optional<std::string> BindSourceUnder(const MountTable& table, const std::string& target,
+                                           const std::string& data_dir);
+
+// Whether `target` is a mount whose source is `data_dir` or lies below it
+// (see BindSourceUnder).
+bool IsMountedFrom(const MountTable& table, const std::string& target, const std::string& data_dir);
+
+}  // namespace certmount

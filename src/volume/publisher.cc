@@ -1,0 +1,321 @@
+#include "volume/publisher.h"
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <set>
+
+#include "issue/attributes.h"
+#include "issue/certificate_info.h"
+#include "issue/csr.h"
+#include "issue/pkcs12.h"
+#include "issue/private_key.h"
+#include "issue/renewal_time.h"
+#include "volume/atomic_writer.h"
+#include "volume/mount.h"
+#include "volume/mountinfo.h"
+#include "volume/paths.h"
+
+namespace certmount {
+
+const char* PublishStepName(PublishStep step) {
+  switch (step) {
+    case PublishStep::kRegistered: return "registered";
+    case PublishStep::kKeyGenerated: return "key-generated";
+    case PublishStep::kIssued: return "issued";
+    case PublishStep::kFilesWritten: return "files-written";
+    case PublishStep::kMounted: return "mounted";
+    case PublishStep::kCommitted: return "committed";
+  }
+  return "unknown";
+}
+
+Publisher::Publisher(PublisherOptions options, Store* store, Issuer* issuer, Env* env,
+                     const Clock* clock)
+    : options_(std::move(options)), store_(store), issuer_(issuer), env_(env), clock_(clock) {}
+
+std::string Publisher::VolumeDir(const std::string& volume_id) const {
+  return VolumesRoot(options_.data_root) + "/" + volume_id;
+}
+
+void Publisher::Step(PublishStep step, const std::string& volume_id) const {
+  if (options_.step_hook) options_.step_hook(step, volume_id);
+}
+
+Result<StartupSummary> Publisher::Startup() {
+  const auto started = clock_->SteadyNow();
+  const std::string volumes_root = VolumesRoot(options_.data_root);
+  if (options_.mount_tmpfs) {
+    CERTMOUNT_RETURN_IF_ERROR(MountTmpfsIfNeeded(volumes_root, env_));
+  } else {
+    CERTMOUNT_RETURN_IF_ERROR(env_->CreateDirectories(volumes_root, 0711));
+  }
+
+  CERTMOUNT_ASSIGN_OR_RETURN(MountTable mounts, MountTable::Read(env_));
+  CERTMOUNT_ASSIGN_OR_RETURN(
+      StartupCleanupResult cleanup,
+      store_->StartupCleanup([&](const std::string& target) { return mounts.IsMountPoint(target); }));
+
+  // The rows are gone and committed: from here on nothing will renew them, so
+  // removing their mounts and files can fail or crash without consequence;
+  // the orphan sweep below (next start at the latest) finishes the job.
+  StartupSummary summary;
+  summary.kept = cleanup.kept;
+  summary.deleted = static_cast<int64_t>(cleanup.deleted.size());
+  summary.unmounted_by_check = cleanup.unmounted_by_check;
+  for (const DeletedVolume& deleted : cleanup.deleted) {
+    if (IsMountedFrom(mounts, deleted.target_path, VolumeDir(deleted.volume_id))) {
+      Status unmounted = Unmount(deleted.target_path, env_);
+      if (!unmounted.ok()) {
+        spdlog::warn("startup cleanup: cannot unmount {}: {}", deleted.target_path,
+                     unmounted.ToString());
+      }
+    }
+  }
+
+  CERTMOUNT_ASSIGN_OR_RETURN(std::vector<VolumeRecord> rows, store_->ListVolumes());
+  std::set<std::string> known;
+  for (const VolumeRecord& row : rows) known.insert(row.volume_id);
+  CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> entries, env_->ListDirectory(volumes_root));
+  for (const std::string& name : entries) {
+    if (known.count(name) != 0) continue;
+    Status removed = RemoveVolumeDir(volumes_root + "/" + name, env_);
+    if (removed.ok()) {
+      ++summary.orphans_removed;
+    } else {
+      spdlog::warn("startup cleanup: cannot remove {}: {}", name, removed.ToString());
+    }
+  }
+  // Deleted rows' directories were counted as orphans above; report them once.
+  summary.orphans_removed -= std::min(summary.orphans_removed, summary.deleted);
+  summary.milliseconds = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             clock_->SteadyNow() - started)
+                             .count();
+  return summary;
+}
+
+Status Publisher::Publish(const PublishRequest& request) {
+  CERTMOUNT_RETURN_IF_ERROR(ValidateVolumeId(request.volume_id));
+  CERTMOUNT_RETURN_IF_ERROR(ValidateTargetPath(request.target_path, options_.target_root, env_));
+  CERTMOUNT_ASSIGN_OR_RETURN(CertificateSpec spec, ParseAttributes(request.volume_context));
+
+  const auto deadline = clock_->SteadyNow() + options_.publish_timeout;
+  std::shared_ptr<InFlight> flight;
+  {
+    std::unique_lock lock(mu_);
+    auto it = in_flight_.find(request.volume_id);
+    if (it != in_flight_.end()) {
+      // A retry from kubelet while the first attempt is still issuing: share
+      // its outcome rather than start a second issuance.
+      std::shared_ptr<InFlight> first = it->second;
+      if (first->target_path != request.target_path) {
+        return Status::AlreadyExists("volume " + request.volume_id + " is being published at " +
+                                     first->target_path);
+      }
+      if (!first->finished.wait_until(lock, deadline, [&] { return first->done; })) {
+        return Status::Aborted("a publish of volume " + request.volume_id +
+                               " is still in progress; retry later");
+      }
+      return first->result;
+    }
+    flight = std::make_shared<InFlight>();
+    flight->target_path = request.target_path;
+    in_flight_[request.volume_id] = flight;
+  }
+
+  Status result = PublishNew(request, spec, flight->stop.get_token());
+
+  std::lock_guard lock(mu_);
+  flight->done = true;
+  flight->result = result;
+  flight->finished.notify_all();
+  in_flight_.erase(request.volume_id);
+  return result;
+}
+
+namespace {
+
+// Picks the group the files belong to: the pod's explicit fs-group attribute
+// wins over kubelet's volume_mount_group.
+Result<std::optional<gid_t>> FileGroup(const CertificateSpec& spec,
+                                       const std::string& volume_mount_group) {
+  if (spec.fs_group.has_value()) return std::optional<gid_t>(*spec.fs_group);
+  if (volume_mount_group.empty()) return std::optional<gid_t>();
+  char* end = nullptr;
+  errno = 0;
+  unsigned long gid = std::strtoul(volume_mount_group.c_str(), &end, 10);
+  if (errno != 0 || end == volume_mount_group.c_str() || *end != '\0' || gid >= 0xffffffffUL) {
+    return Status::InvalidArgument("volume_mount_group \"" + volume_mount_group +
+                                   "\" is not a numeric group id");
+  }
+  return std::optional<gid_t>(static_cast<gid_t>(gid));
+}
+
+}  // namespace
+
+Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpec& spec,
+                             std::stop_token stop) {
+  const std::string& volume_id = request.volume_id;
+  const auto deadline = clock_->SteadyNow() + options_.publish_timeout;
+  CERTMOUNT_ASSIGN_OR_RETURN(std::optional<gid_t> gid,
+                             FileGroup(spec, request.volume_mount_group));
+
+  CERTMOUNT_ASSIGN_OR_RETURN(std::optional<VolumeRecord> existing, store_->GetVolume(volume_id));
+  if (existing.has_value()) {
+    if (existing->target_path != request.target_path) {
+      return Status::AlreadyExists("volume " + volume_id + " is already published at " +
+                                   existing->target_path);
+    }
+    if (existing->mounted) {
+      // kubelet republishes (requiresRepublish, or a retry after a lost
+      // reply). Tearing a working volume down here is the failure
+      // kubernetes#121271 describes, so a repeat is a no-op.
+      return Status::Ok();
+    }
+    // An unmounted row that is not in flight is the remains of a rollback
+    // that could not finish; clear it and start over.
+    RollBack(volume_id, request.target_path, /*mounted=*/true, /*created_target=*/false);
+  }
+
+  PodInfo pod = PodInfoFromContext(request.volume_context);
+  VolumeRecord record;
+  record.volume_id = volume_id;
+  record.target_path = request.target_path;
+  record.pod_namespace = pod.namespace_;
+  record.pod_name = pod.name;
+  record.pod_uid = pod.uid;
+  record.service_account = pod.service_account;
+  record.attributes = StorableAttributes(request.volume_context);
+  record.issuer = issuer_->Name();
+  CERTMOUNT_RETURN_IF_ERROR(store_->RegisterVolume(record));
+  Step(PublishStep::kRegistered, volume_id);
+
+  bool mounted = false;
+  bool created_target = false;
+  auto fail = [&](const Status& status) {
+    RollBack(volume_id, request.target_path, mounted, created_target);
+    return status;
+  };
+
+  Result<PrivateKey> key = PrivateKey::Generate(spec.key_algorithm, spec.key_size);
+  if (!key.ok()) return fail(key.status());
+  Result<std::string> key_pem = key->ToPem(spec.key_encoding);
+  if (!key_pem.ok()) return fail(key_pem.status());
+  Result<std::string> csr = BuildCsrPem(*key, spec);
+  if (!csr.ok()) return fail(csr.status());
+  Step(PublishStep::kKeyGenerated, volume_id);
+
+  IssueInput input;
+  input.volume_id = volume_id;
+  input.csr_pem = *csr;
+  input.spec = &spec;
+  input.pod = pod;
+  Result<IssuedCertificate> issued = issuer_->Issue(input, deadline, stop);
+  if (!issued.ok()) return fail(issued.status().WithContext("issuer " + issuer_->Name()));
+  Result<CertificateInfo> info = ParseLeafCertificate(issued->certificate_chain_pem);
+  if (!info.ok()) {
+    return fail(Status::Unavailable("issuer " + issuer_->Name() +
+                                    " returned an unreadable certificate: " +
+                                    info.status().message()));
+  }
+  if (stop.stop_requested()) return fail(Status::Aborted("publish cancelled"));
+  Step(PublishStep::kIssued, volume_id);
+
+  const FileOwnership ownership{gid};
+  std::vector<FileEntry> files = {
+      {spec.certificate_file, issued->certificate_chain_pem, CertFileMode(ownership)},
+      {spec.private_key_file, std::move(*key_pem), KeyFileMode(ownership)},
+      {spec.ca_file, issued->ca_pem, CertFileMode(ownership)},
+  };
+  if (spec.pkcs12_enable) {
+    Result<std::string> keystore =
+        BuildPkcs12(*key, issued->certificate_chain_pem, issued->ca_pem, spec.pkcs12_password);
+    if (!keystore.ok()) return fail(keystore.status());
+    files.push_back({spec.pkcs12_filename, std::move(*keystore), KeyFileMode(ownership)});
+  }
+  Status written = WriteFileSet(VolumeDir(volume_id), files, ownership, env_);
+  if (!written.ok()) return fail(written);
+  Step(PublishStep::kFilesWritten, volume_id);
+
+  Result<bool> target_created = EnsureTargetDirectory(request.target_path, env_);
+  if (!target_created.ok()) return fail(target_created.status());
+  created_target = *target_created;
+  Status bound = BindMountReadOnly(VolumeDir(volume_id), request.target_path, env_);
+  if (!bound.ok()) return fail(bound);
+  mounted = true;
+  Step(PublishStep::kMounted, volume_id);
+
+  IssuedCertificateFields fields;
+  fields.serial = info->serial_hex;
+  fields.not_before = info->not_before;
+  fields.not_after = info->not_after;
+  fields.next_issuance_at = NextIssuanceAt(info->not_before, info->not_after, spec.renew_before);
+  Status committed = store_->MarkMounted(volume_id, fields);
+  if (!committed.ok()) return fail(committed);
+  Step(PublishStep::kCommitted, volume_id);
+
+  if (observer_ != nullptr) {
+    Result<std::optional<VolumeRecord>> row = store_->GetVolume(volume_id);
+    if (row.ok() && row->has_value()) observer_->OnMounted(**row);
+  }
+  spdlog::info("published volume {} at {} serial {} not_after {}", volume_id,
+               request.target_path, fields.serial, fields.not_after);
+  return Status::Ok();
+}
+
+void Publisher::RollBack(const std::string& volume_id, const std::string& target_path,
+                         bool mounted, bool created_target) {
+  if (mounted) {
+    Status s = Unmount(target_path, env_);
+    if (!s.ok()) spdlog::warn("rollback {}: unmount: {}", volume_id, s.ToString());
+  }
+  if (created_target) {
+    Status s = env_->RemoveEmptyDirectory(target_path);
+    if (!s.ok()) spdlog::warn("rollback {}: remove target: {}", volume_id, s.ToString());
+  }
+  Status files = RemoveVolumeDir(VolumeDir(volume_id), env_);
+  if (!files.ok()) spdlog::warn("rollback {}: files: {}", volume_id, files.ToString());
+  Result<bool> row = store_->DeleteVolume(volume_id);
+  if (!row.ok()) spdlog::warn("rollback {}: row: {}", volume_id, row.status().ToString());
+}
+
+Status Publisher::Unpublish(const std::string& volume_id, const std::string& target_path) {
+  CERTMOUNT_RETURN_IF_ERROR(ValidateVolumeId(volume_id));
+  {
+    // An unpublish overtaking its own publish: stop the issuance, wait for
+    // the rollback, and leave nothing for the publish to finish later.
+    std::unique_lock lock(mu_);
+    auto it = in_flight_.find(volume_id);
+    if (it != in_flight_.end()) {
+      std::shared_ptr<InFlight> flight = it->second;
+      flight->stop.request_stop();
+      flight->finished.wait(lock, [&] { return flight->done; });
+    }
+  }
+  if (observer_ != nullptr) observer_->OnRemoved(volume_id);
+
+  CERTMOUNT_ASSIGN_OR_RETURN(std::optional<VolumeRecord> existing, store_->GetVolume(volume_id));
+  if (existing.has_value() && existing->target_path != target_path) {
+    return Status::InvalidArgument("volume " + volume_id + " is published at " +
+                                   existing->target_path + ", not at " + target_path);
+  }
+  // A target that is already gone needs no unmount; anything else must be
+  // below the target root before it is touched.
+  if (env_->LStat(target_path).ok()) {
+    CERTMOUNT_RETURN_IF_ERROR(ValidateTargetPath(target_path, options_.target_root, env_));
+    CERTMOUNT_RETURN_IF_ERROR(Unmount(target_path, env_));
+    CERTMOUNT_RETURN_IF_ERROR(env_->RemoveEmptyDirectory(target_path));
+  }
+  // The row goes before the files: a crash in between leaves an orphan
+  // directory, which startup removes, never a row without its files.
+  CERTMOUNT_ASSIGN_OR_RETURN(bool deleted, store_->DeleteVolume(volume_id));
+  (void)deleted;
+  return RemoveVolumeDir(VolumeDir(volume_id), env_);
+}
+
+void Publisher::CancelAll() {
+  std::lock_guard lock(mu_);
+  for (auto& [id, flight] : in_flight_) flight->stop.request_stop();
+}
+
+}  // namespace certmount

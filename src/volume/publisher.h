@@ -1,0 +1,119 @@
+// The publish and unpublish sequences, and the startup cleanup that makes a
+// crash at any point harmless. This is where "a volume counts only once it is
+// published" is enforced: the row is registered unmounted first, and only the
+// final transaction, after the bind mount exists, marks it mounted.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "issue/issuer.h"
+#include "issue/request.h"
+#include "state/store.h"
+#include "volume/env.h"
+
+namespace certmount {
+
+struct PublishRequest {
+  std::string volume_id;
+  std::string target_path;
+  std::map<std::string, std::string> volume_context;
+  // kubelet's VolumeCapability.mount.volume_mount_group (fsGroup delegation).
+  std::string volume_mount_group;
+};
+
+struct StartupSummary {
+  int64_t kept = 0;
+  int64_t deleted = 0;
+  int64_t unmounted_by_check = 0;
+  int64_t orphans_removed = 0;
+  int64_t milliseconds = 0;
+};
+
+// Told about volumes entering and leaving the mounted state, so the renewal
+// scheduler can track them without polling the database.
+class VolumeObserver {
+ public:
+  virtual ~VolumeObserver() = default;
+  virtual void OnMounted(const VolumeRecord& volume) = 0;
+  // Returns only once no issuance for the volume is running or will start.
+  virtual void OnRemoved(const std::string& volume_id) = 0;
+};
+
+// The named points of the publish sequence, in order. Tests hold the
+// sequence at one of them (see PublisherOptions::step_hook) to crash there.
+enum class PublishStep { kRegistered, kKeyGenerated, kIssued, kFilesWritten, kMounted, kCommitted };
+const char* PublishStepName(PublishStep step);
+
+struct PublisherOptions {
+  std::string data_root;
+  std::string target_root = "/var/lib/kubelet/pods";
+  std::chrono::milliseconds publish_timeout{std::chrono::seconds(60)};
+  bool mount_tmpfs = true;
+  // Called after each step; the default does nothing.
+  std::function<void(PublishStep, const std::string& volume_id)> step_hook;
+};
+
+class Publisher {
+ public:
+  Publisher(PublisherOptions options, Store* store, Issuer* issuer, Env* env, const Clock* clock);
+
+  // Mounts the volumes tmpfs if needed, then runs the startup cleanup: rows
+  // whose target is no longer a mount point are unmarked, every unmounted row
+  // is deleted in one statement, and after the commit their mounts and files
+  // are removed along with directories that have no row. Must finish before
+  // the socket is served and before any renewal starts.
+  Result<StartupSummary> Startup();
+
+  // Publishes a volume. OK when it is (now or already) mounted at the target.
+  // Every failure leaves no row, no files and no mount behind.
+  Status Publish(const PublishRequest& request);
+
+  // Unmounts, removes the target directory, the row and the files.
+  // Idempotent: OK for an unknown volume or a target that is gone.
+  Status Unpublish(const std::string& volume_id, const std::string& target_path);
+
+  // Cancels in-flight publishes; used at shutdown.
+  void CancelAll();
+
+  void set_observer(VolumeObserver* observer) { observer_ = observer; }
+
+  std::string VolumeDir(const std::string& volume_id) const;
+
+ private:
+  struct InFlight {
+    std::string target_path;
+    std::stop_source stop;
+    bool done = false;
+    Status result;
+    std::condition_variable finished;
+  };
+
+  Status PublishNew(const PublishRequest& request, const CertificateSpec& spec,
+                    std::stop_token stop);
+  // Undoes a failed publish: unmount, files, row. Keeps the first error.
+  void RollBack(const std::string& volume_id, const std::string& target_path, bool mounted,
+                bool created_target);
+  void Step(PublishStep step, const std::string& volume_id) const;
+
+  PublisherOptions options_;
+  Store* store_;
+  Issuer* issuer_;
+  Env* env_;
+  const Clock* clock_;
+  VolumeObserver* observer_ = nullptr;
+
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<InFlight>> in_flight_;
+};
+
+}  // namespace certmount

@@ -1,0 +1,770 @@
+// The tables below are the compatibility contract for volume attributes:
+// every accepted spelling and every rejection is listed here.
+#include "issue/attributes.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "issue/go_duration.h"
+
+namespace certmount {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::minutes;
+using std::chrono::nanoseconds;
+using std::chrono::seconds;
+using Attributes = std::map<std::string, std::string>;
+
+constexpr char kPrefix[] = "csi.cert-manager.io/";
+
+std::string Key(const std::string& name) { return kPrefix + name; }
+
+// What kubelet sends for every pod, plus the two attributes every test needs.
+Attributes Base() {
+  return {
+      {std::string(kPodName), "web-0"},
+      {std::string(kPodNamespace), "shop"},
+      {std::string(kPodUid), "0b0c1d2e-aaaa-bbbb-cccc-0123456789ab"},
+      {std::string(kServiceAccountName), "web-sa"},
+      {std::string(kEphemeral), "true"},
+      {Key("issuer-name"), "ca-issuer"},
+      {Key("dns-names"), "web.example.com"},
+  };
+}
+
+// Base() with `changes` applied; an empty-named value "<erase>" removes a key.
+constexpr char kErase[] = "<erase>";
+Attributes With(std::map<std::string, std::string> changes) {
+  Attributes attributes = Base();
+  for (auto& [key, value] : changes) {
+    std::string full = key.find('/') == std::string::npos ? Key(key) : key;
+    if (value == kErase) {
+      attributes.erase(full);
+    } else {
+      attributes[full] = value;
+    }
+  }
+  return attributes;
+}
+
+// The spec Base() yields.
+CertificateSpec BaseSpec() {
+  CertificateSpec spec;
+  spec.issuer.name = "ca-issuer";
+  spec.dns_names = {"web.example.com"};
+  return spec;
+}
+
+void ExpectSpecEq(const CertificateSpec& actual, const CertificateSpec& expected) {
+  EXPECT_EQ(actual.issuer.name, expected.issuer.name);
+  EXPECT_EQ(actual.issuer.kind, expected.issuer.kind);
+  EXPECT_EQ(actual.issuer.group, expected.issuer.group);
+  EXPECT_EQ(actual.subject.common_name, expected.subject.common_name);
+  EXPECT_EQ(actual.subject.organizations, expected.subject.organizations);
+  EXPECT_EQ(actual.subject.organizational_units, expected.subject.organizational_units);
+  EXPECT_EQ(actual.subject.countries, expected.subject.countries);
+  EXPECT_EQ(actual.subject.provinces, expected.subject.provinces);
+  EXPECT_EQ(actual.subject.localities, expected.subject.localities);
+  EXPECT_EQ(actual.subject.street_addresses, expected.subject.street_addresses);
+  EXPECT_EQ(actual.subject.postal_codes, expected.subject.postal_codes);
+  EXPECT_EQ(actual.subject.serial_number, expected.subject.serial_number);
+  EXPECT_EQ(actual.literal_subject, expected.literal_subject);
+  EXPECT_EQ(actual.dns_names, expected.dns_names);
+  EXPECT_EQ(actual.ip_addresses, expected.ip_addresses);
+  EXPECT_EQ(actual.uris, expected.uris);
+  EXPECT_EQ(actual.email_addresses, expected.email_addresses);
+  EXPECT_EQ(actual.duration, expected.duration);
+  EXPECT_EQ(actual.renew_before, expected.renew_before);
+  EXPECT_EQ(actual.is_ca, expected.is_ca);
+  EXPECT_EQ(actual.usages, expected.usages);
+  EXPECT_EQ(actual.key_algorithm, expected.key_algorithm);
+  EXPECT_EQ(actual.key_size, expected.key_size);
+  EXPECT_EQ(actual.key_encoding, expected.key_encoding);
+  EXPECT_EQ(actual.reuse_private_key, expected.reuse_private_key);
+  EXPECT_EQ(actual.certificate_file, expected.certificate_file);
+  EXPECT_EQ(actual.private_key_file, expected.private_key_file);
+  EXPECT_EQ(actual.ca_file, expected.ca_file);
+  EXPECT_EQ(actual.fs_group, expected.fs_group);
+  EXPECT_EQ(actual.pkcs12_enable, expected.pkcs12_enable);
+  EXPECT_EQ(actual.pkcs12_filename, expected.pkcs12_filename);
+  EXPECT_EQ(actual.pkcs12_password, expected.pkcs12_password);
+  EXPECT_EQ(actual.annotations, expected.annotations);
+}
+
+struct GoodCase {
+  std::string name;
+  Attributes attributes;
+  // Turns BaseSpec() into the expected spec.
+  std::function<void(CertificateSpec&)> expect;
+};
+
+std::string CaseName(const ::testing::TestParamInfo<GoodCase>& info) { return info.param.name; }
+
+class ParseAttributesGoodTest : public ::testing::TestWithParam<GoodCase> {};
+
+TEST_P(ParseAttributesGoodTest, ReachesTheSpec) {
+  Result<CertificateSpec> spec = ParseAttributes(GetParam().attributes);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  CertificateSpec expected = BaseSpec();
+  GetParam().expect(expected);
+  ExpectSpecEq(*spec, expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Attributes, ParseAttributesGoodTest,
+    ::
+        testing::
+            Values(
+                GoodCase{"Defaults", Base(), [](CertificateSpec&) {}},
+                GoodCase{"EmptyValuesMeanUnset",
+                         With({{"issuer-kind", ""},
+                               {"duration", ""},
+                               {"key-usages", ""},
+                               {"certificate-file", ""},
+                               {"common-name", ""}}),
+                         [](CertificateSpec&) {}},
+                GoodCase{"Issuer",
+                         With({{"issuer-kind", "ClusterIssuer"},
+                               {"issuer-group", "awspca.cert-manager.io"}}),
+                         [](CertificateSpec& s) {
+                           s.issuer.kind = "ClusterIssuer";
+                           s.issuer.group = "awspca.cert-manager.io";
+                         }},
+                GoodCase{"FullSubject",
+                         With({{"common-name", "web"},
+                               {"organizations", "Acme, Acme Labs"},
+                               {"organizational-units", "Shop"},
+                               {"countries", "DE,US"},
+                               {"provinces", "Bavaria"},
+                               {"localities", "Munich"},
+                               {"street-addresses", "Main St 1"},
+                               {"postal-codes", "80331"},
+                               {"serial-number", "SN-42"}}),
+                         [](CertificateSpec& s) {
+                           s.subject.common_name = "web";
+                           s.subject.organizations = {"Acme", "Acme Labs"};
+                           s.subject.organizational_units = {"Shop"};
+                           s.subject.countries = {"DE", "US"};
+                           s.subject.provinces = {"Bavaria"};
+                           s.subject.localities = {"Munich"};
+                           s.subject.street_addresses = {"Main St 1"};
+                           s.subject.postal_codes = {"80331"};
+                           s.subject.serial_number = "SN-42";
+                         }},
+                GoodCase{"LiteralSubject",
+                         With({{"literal-subject", "CN=web+UID=1,OU=a\\,b,O=Acme,C=DE"}}),
+                         [](CertificateSpec& s) {
+                           s.literal_subject = "CN=web+UID=1,OU=a\\,b,O=Acme,C=DE";
+                         }},
+                GoodCase{"LiteralSubjectAloneIsAnIdentity",
+                         With({{"dns-names", kErase}, {"literal-subject", "CN=x"}}),
+                         [](CertificateSpec& s) {
+                           s.dns_names.clear();
+                           s.literal_subject = "CN=x";
+                         }},
+                GoodCase{"CommonNameAloneIsAnIdentity",
+                         With({{"dns-names", kErase}, {"common-name", "just-a-name"}}),
+                         [](CertificateSpec& s) {
+                           s.dns_names.clear();
+                           s.subject.common_name = "just-a-name";
+                         }},
+                GoodCase{"Sans",
+                         With({{"dns-names", " a.example.com, ,*.b.example.com,C-1.Example.COM,"},
+                               {"ip-sans", "192.0.2.1, 2001:DB8:0:0:0:0:0:1,::ffff:192.0.2.5"},
+                               {"uri-sans", "spiffe://cluster.local/ns/shop/sa/web,urn:uuid:1"},
+                               {"email-sans", "ops@example.com"}}),
+                         [](CertificateSpec& s) {
+                           s.dns_names = {"a.example.com", "*.b.example.com", "C-1.Example.COM"};
+                           s.ip_addresses = {"192.0.2.1", "2001:db8::1", "::ffff:192.0.2.5"};
+                           s.uris = {"spiffe://cluster.local/ns/shop/sa/web", "urn:uuid:1"};
+                           s.email_addresses = {"ops@example.com"};
+                         }},
+                GoodCase{"IpAloneIsAnIdentity",
+                         With({{"dns-names", kErase}, {"ip-sans", "10.0.0.1"}}),
+                         [](CertificateSpec& s) {
+                           s.dns_names.clear();
+                           s.ip_addresses = {"10.0.0.1"};
+                         }},
+                GoodCase{"UriAloneIsAnIdentity",
+                         With({{"dns-names", kErase}, {"uri-sans", "spiffe://x/y"}}),
+                         [](CertificateSpec& s) {
+                           s.dns_names.clear();
+                           s.uris = {"spiffe://x/y"};
+                         }},
+                GoodCase{"EmailAloneIsAnIdentity",
+                         With({{"dns-names", kErase}, {"email-sans", "a@b"}}),
+                         [](CertificateSpec& s) {
+                           s.dns_names.clear();
+                           s.email_addresses = {"a@b"};
+                         }},
+                GoodCase{"Templates",
+                         With({{"common-name", "${SERVICE_ACCOUNT_NAME}.${POD_NAMESPACE}"},
+                               {"dns-names",
+                                "${POD_NAME}.${POD_NAMESPACE}.svc.cluster.local,${POD_NAME}"},
+                               {"uri-sans",
+                                "spiffe://cluster.local/ns/${POD_NAMESPACE}/pod/${POD_NAME}/"
+                                "${POD_UID}"},
+                               {"email-sans", "${POD_NAME}@${POD_NAMESPACE}.example.com"},
+                               {"organizational-units", "${POD_NAMESPACE}"},
+                               {"serial-number", "${POD_UID}"}}),
+                         [](CertificateSpec& s) {
+                           s.subject.common_name = "web-sa.shop";
+                           s.dns_names = {"web-0.shop.svc.cluster.local", "web-0"};
+                           s.uris = {
+                               "spiffe://cluster.local/ns/shop/pod/web-0/"
+                               "0b0c1d2e-aaaa-bbbb-cccc-0123456789ab"};
+                           s.email_addresses = {"web-0@shop.example.com"};
+                           s.subject.organizational_units = {"shop"};
+                           s.subject.serial_number = "0b0c1d2e-aaaa-bbbb-cccc-0123456789ab";
+                         }},
+                GoodCase{"TemplateInLiteralSubject",
+                         With({{"literal-subject", "CN=${POD_NAME},OU=${POD_NAMESPACE}"}}),
+                         [](CertificateSpec& s) { s.literal_subject = "CN=web-0,OU=shop"; }},
+                GoodCase{"TemplateInIpSans",
+                         With({{std::string(kPodName), "10.1.2.3"}, {"ip-sans", "${POD_NAME}"}}),
+                         [](CertificateSpec& s) { s.ip_addresses = {"10.1.2.3"}; }},
+                GoodCase{"DollarWithoutBraceIsLiteral",
+                         With({{"uri-sans", "https://example.com/$POD_NAME/$$/$"},
+                               {"common-name", "a$b"}}),
+                         [](CertificateSpec& s) {
+                           s.uris = {"https://example.com/$POD_NAME/$$/$"};
+                           s.subject.common_name = "a$b";
+                         }},
+                GoodCase{"Lifetime", With({{"duration", "1h30m"}, {"renew-before", "30m"}}),
+                         [](CertificateSpec& s) {
+                           s.duration = minutes(90);
+                           s.renew_before = minutes(30);
+                         }},
+                GoodCase{"ShortLifetimeForTests",
+                         With({{"duration", "2s"}, {"renew-before", "1s"}}),
+                         [](CertificateSpec& s) {
+                           s.duration = seconds(2);
+                           s.renew_before = seconds(1);
+                         }},
+                GoodCase{"FractionalDurationOfWholeSeconds", With({{"duration", "1.5h"}}),
+                         [](CertificateSpec& s) { s.duration = minutes(90); }},
+                GoodCase{"IsCa", With({{"is-ca", "true"}}),
+                         [](CertificateSpec& s) { s.is_ca = true; }},
+                GoodCase{"IsCaFalse", With({{"is-ca", "false"}}), [](CertificateSpec&) {}},
+                GoodCase{"Usages",
+                         With({{"key-usages", "server auth, client auth,server auth,,s/mime"}}),
+                         [](CertificateSpec& s) {
+                           s.usages = {"server auth", "client auth", "s/mime"};
+                         }},
+                GoodCase{"EveryUsage",
+                         With({{"key-usages",
+                                "signing,digital signature,content commitment,key encipherment,key "
+                                "agreement,data encipherment,cert sign,crl sign,encipher "
+                                "only,decipher "
+                                "only,any,server auth,client auth,code signing,email protection,s/"
+                                "mime,ipsec end system,ipsec tunnel,ipsec user,timestamping,ocsp "
+                                "signing,microsoft sgc,netscape sgc"}}),
+                         [](CertificateSpec& s) {
+                           s.usages = {"signing",
+                                       "digital signature",
+                                       "content commitment",
+                                       "key encipherment",
+                                       "key agreement",
+                                       "data encipherment",
+                                       "cert sign",
+                                       "crl sign",
+                                       "encipher only",
+                                       "decipher only",
+                                       "any",
+                                       "server auth",
+                                       "client auth",
+                                       "code signing",
+                                       "email protection",
+                                       "s/mime",
+                                       "ipsec end system",
+                                       "ipsec tunnel",
+                                       "ipsec user",
+                                       "timestamping",
+                                       "ocsp signing",
+                                       "microsoft sgc",
+                                       "netscape sgc"};
+                         }},
+                GoodCase{"RsaDefaultSize", With({{"key-algorithm", "RSA"}}),
+                         [](CertificateSpec& s) {
+                           s.key_algorithm = KeyAlgorithm::kRsa;
+                           s.key_size = 2048;
+                         }},
+                GoodCase{"Rsa4096Pkcs8",
+                         With({{"key-algorithm", "RSA"},
+                               {"key-size", "4096"},
+                               {"key-encoding", "PKCS8"}}),
+                         [](CertificateSpec& s) {
+                           s.key_algorithm = KeyAlgorithm::kRsa;
+                           s.key_size = 4096;
+                           s.key_encoding = KeyEncoding::kPkcs8;
+                         }},
+                GoodCase{"Rsa8192", With({{"key-algorithm", "RSA"}, {"key-size", "8192"}}),
+                         [](CertificateSpec& s) {
+                           s.key_algorithm = KeyAlgorithm::kRsa;
+                           s.key_size = 8192;
+                         }},
+                GoodCase{"Ecdsa384", With({{"key-algorithm", "ECDSA"}, {"key-size", "384"}}),
+                         [](CertificateSpec& s) { s.key_size = 384; }},
+                GoodCase{"EcdsaSizeWithoutAlgorithm", With({{"key-size", "521"}}),
+                         [](CertificateSpec& s) { s.key_size = 521; }},
+                GoodCase{"Ed25519DefaultsToPkcs8", With({{"key-algorithm", "Ed25519"}}),
+                         [](CertificateSpec& s) {
+                           s.key_algorithm = KeyAlgorithm::kEd25519;
+                           s.key_size = 0;
+                           s.key_encoding = KeyEncoding::kPkcs8;
+                         }},
+                GoodCase{"Ed25519SizeZero",
+                         With({{"key-algorithm", "Ed25519"},
+                               {"key-size", "0"},
+                               {"key-encoding", "PKCS8"}}),
+                         [](CertificateSpec& s) {
+                           s.key_algorithm = KeyAlgorithm::kEd25519;
+                           s.key_size = 0;
+                           s.key_encoding = KeyEncoding::kPkcs8;
+                         }},
+                GoodCase{"ReuseKey", With({{"reuse-private-key", "true"}}),
+                         [](CertificateSpec& s) { s.reuse_private_key = true; }},
+                GoodCase{"Files",
+                         With({{"certificate-file", "cert.pem"},
+                               {"privatekey-file", "key.pem"},
+                               {"ca-file", ".ca.pem"},
+                               {"fs-group", "2000"}}),
+                         [](CertificateSpec& s) {
+                           s.certificate_file = "cert.pem";
+                           s.private_key_file = "key.pem";
+                           s.ca_file = ".ca.pem";
+                           s.fs_group = 2000;
+                         }},
+                GoodCase{"FsGroupBounds", With({{"fs-group", "4294967294"}}),
+                         [](CertificateSpec& s) { s.fs_group = 4294967294u; }},
+                GoodCase{"FsGroupZero", With({{"fs-group", "0"}}),
+                         [](CertificateSpec& s) { s.fs_group = 0; }},
+                GoodCase{"Pkcs12", With({{"pkcs12-enable", "true"}, {"pkcs12-password", "s3cret"}}),
+                         [](CertificateSpec& s) {
+                           s.pkcs12_enable = true;
+                           s.pkcs12_password = "s3cret";
+                         }},
+                GoodCase{"Pkcs12Filename",
+                         With({{"pkcs12-enable", "true"},
+                               {"pkcs12-filename", "tls.p12"},
+                               {"pkcs12-password", "pw"}}),
+                         [](CertificateSpec& s) {
+                           s.pkcs12_enable = true;
+                           s.pkcs12_filename = "tls.p12";
+                           s.pkcs12_password = "pw";
+                         }},
+                GoodCase{"Pkcs12DisabledAllowsItsAttributes",
+                         With({{"pkcs12-enable", "false"},
+                               {"pkcs12-filename", "tls.crt"},  // not written, so no clash
+                               {"pkcs12-password", "pw"}}),
+                         [](CertificateSpec& s) {
+                           s.pkcs12_filename = "tls.crt";
+                           s.pkcs12_password = "pw";
+                         }},
+                GoodCase{"OtherDomainsBecomeAnnotations",
+                         With({{"example.com/team", "payments"},
+                               {"a.b-c.example/Some_Name.x", "v"},
+                               {"csi.storage.k8s.io/some.future.key", "ignored"}}),
+                         [](CertificateSpec& s) {
+                           s.annotations = {{"example.com/team", "payments"},
+                                            {"a.b-c.example/Some_Name.x", "v"}};
+                         }},
+                GoodCase{"WithoutPodInfoWhenNoTemplates",
+                         Attributes{{Key("issuer-name"), "ca"}, {Key("dns-names"), "a.example"}},
+                         [](CertificateSpec& s) {
+                           s.issuer.name = "ca";
+                           s.dns_names = {"a.example"};
+                         }}),
+    CaseName);
+
+struct BadCase {
+  std::string name;
+  Attributes attributes;
+  // Must appear in the message: the attribute key, plus a word of the rule.
+  std::string key;
+  std::string rule;
+};
+
+std::string BadCaseName(const ::testing::TestParamInfo<BadCase>& info) { return info.param.name; }
+
+class ParseAttributesBadTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ParseAttributesBadTest, IsInvalidArgumentNamingTheKey) {
+  Result<CertificateSpec> spec = ParseAttributes(GetParam().attributes);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), Code::kInvalidArgument);
+  const std::string& message = spec.status().message();
+  EXPECT_NE(message.find(GetParam().key), std::string::npos) << message;
+  EXPECT_NE(message.find(GetParam().rule), std::string::npos) << message;
+}
+
+const std::string kDnsNamesKey = Key("dns-names");
+
+INSTANTIATE_TEST_SUITE_P(
+    Attributes, ParseAttributesBadTest,
+    ::testing::Values(
+        BadCase{"MissingIssuerName", With({{"issuer-name", kErase}}), Key("issuer-name"),
+                "required"},
+        BadCase{"EmptyIssuerName", With({{"issuer-name", ""}}), Key("issuer-name"), "required"},
+        BadCase{"UnknownAttribute", With({{"dns-name", "a.example"}}), Key("dns-name"),
+                "unknown attribute; known attributes are"},
+        BadCase{"CsiDriverKeystoreTypeIsNotSupported", With({{"keystore-type", "PKCS12"}}),
+                Key("keystore-type"), "unknown attribute"},
+        BadCase{"NoDomain", With({{"/", ""}, {"issuer-name", "x"}}), "/", "annotation key"},
+        BadCase{"KeyWithoutDomain",
+                [] {
+                  Attributes a = Base();
+                  a["issuer-name"] = "x";
+                  return a;
+                }(),
+                "issuer-name", "did you mean csi.cert-manager.io/issuer-name"},
+        BadCase{"BareWord",
+                [] {
+                  Attributes a = Base();
+                  a["color"] = "blue";
+                  return a;
+                }(),
+                "color", "no domain"},
+        BadCase{"UpperCaseDomain", With({{"Example.com/x", "1"}}), "Example.com/x",
+                "annotation key"},
+        BadCase{"AnnotationNameTooLong", With({{"example.com/" + std::string(64, 'a'), "1"}}),
+                "example.com/aaaa", "annotation key"},
+        BadCase{"AnnotationTwoSlashes", With({{"example.com/a/b", "1"}}), "example.com/a/b",
+                "annotation key"},
+        BadCase{"NoIdentity", With({{"dns-names", kErase}}), kDnsNamesKey, "at least one of"},
+        BadCase{"OnlyCommasIsNoIdentity", With({{"dns-names", " , ,"}}), kDnsNamesKey,
+                "at least one of"},
+        BadCase{"UnknownVariable", With({{"dns-names", "${POD_IP}.example"}}), kDnsNamesKey,
+                "known variables are ${POD_NAME}, ${POD_NAMESPACE}, ${POD_UID}, "
+                "${SERVICE_ACCOUNT_NAME}"},
+        BadCase{"LowerCaseVariable", With({{"common-name", "${pod_name}"}}), Key("common-name"),
+                "unknown variable ${pod_name}"},
+        BadCase{"UnterminatedVariable", With({{"uri-sans", "spiffe://x/${POD_NAME"}}),
+                Key("uri-sans"), "unterminated"},
+        BadCase{"VariableWithoutKubeletEntry",
+                With({{std::string(kPodUid), kErase}, {"uri-sans", "spiffe://x/${POD_UID}"}}),
+                Key("uri-sans"), "csi.storage.k8s.io/pod.uid"},
+        BadCase{"VariableWithEmptyKubeletEntry",
+                With({{std::string(kServiceAccountName), ""},
+                      {"common-name", "${SERVICE_ACCOUNT_NAME}"}}),
+                Key("common-name"), "podInfoOnMount"},
+        BadCase{"UnknownVariableInLiteralSubject", With({{"literal-subject", "CN=${NODE}"}}),
+                Key("literal-subject"), "unknown variable"},
+        BadCase{"UnknownVariableInSubjectField", With({{"localities", "${CITY}"}}),
+                Key("localities"), "unknown variable"},
+        BadCase{"UnknownVariableInIpSans", With({{"ip-sans", "${HOST_IP}"}}), Key("ip-sans"),
+                "unknown variable"},
+        BadCase{"DnsUnderscore", With({{"dns-names", "a_b.example"}}), kDnsNamesKey,
+                "is not a DNS name"},
+        BadCase{"DnsLeadingHyphen", With({{"dns-names", "-a.example"}}), kDnsNamesKey,
+                "is not a DNS name"},
+        BadCase{"DnsEmptyLabel", With({{"dns-names", "a..example"}}), kDnsNamesKey,
+                "is not a DNS name"},
+        BadCase{"DnsTrailingDot", With({{"dns-names", "a.example."}}), kDnsNamesKey,
+                "is not a DNS name"},
+        BadCase{"DnsLabelTooLong", With({{"dns-names", std::string(64, 'a') + ".example"}}),
+                kDnsNamesKey, "is not a DNS name"},
+        BadCase{"DnsNameTooLong",
+                With({{"dns-names", std::string(63, 'a') + "." + std::string(63, 'b') + "." +
+                                        std::string(63, 'c') + "." + std::string(63, 'd')}}),
+                kDnsNamesKey, "is not a DNS name"},
+        BadCase{"DnsWildcardNotFirst", With({{"dns-names", "a.*.example"}}), kDnsNamesKey,
+                "is not a DNS name"},
+        BadCase{"DnsPartialWildcard", With({{"dns-names", "w*.example"}}), kDnsNamesKey,
+                "is not a DNS name"},
+        BadCase{"DnsBareWildcard", With({{"dns-names", "*"}}), kDnsNamesKey, "is not a DNS name"},
+        BadCase{"DnsSpaceInside", With({{"dns-names", "a b.example"}}), kDnsNamesKey,
+                "is not a DNS name"},
+        BadCase{"DnsFromTemplate",
+                With({{std::string(kPodName), "Web_0"}, {"dns-names", "${POD_NAME}.example"}}),
+                kDnsNamesKey, "\"Web_0.example\" is not a DNS name"},
+        BadCase{"IpNotAnAddress", With({{"ip-sans", "10.0.0.256"}}), Key("ip-sans"),
+                "is not an IPv4 or IPv6 address"},
+        BadCase{"IpLeadingZero", With({{"ip-sans", "010.0.0.1"}}), Key("ip-sans"), "IPv4"},
+        BadCase{"IpWithZone", With({{"ip-sans", "fe80::1%eth0"}}), Key("ip-sans"), "IPv6"},
+        BadCase{"IpCidr", With({{"ip-sans", "10.0.0.0/8"}}), Key("ip-sans"), "IPv4"},
+        BadCase{"UriWithoutScheme", With({{"uri-sans", "cluster.local/ns/a"}}), Key("uri-sans"),
+                "with a scheme"},
+        BadCase{"UriEmptyScheme", With({{"uri-sans", "://x"}}), Key("uri-sans"), "scheme"},
+        BadCase{"UriSchemeOnly", With({{"uri-sans", "spiffe:"}}), Key("uri-sans"), "scheme"},
+        BadCase{"UriBadScheme", With({{"uri-sans", "1http://x"}}), Key("uri-sans"), "scheme"},
+        BadCase{"UriWithSpace", With({{"uri-sans", "spiffe://a b"}}), Key("uri-sans"), "scheme"},
+        BadCase{"EmailWithoutAt", With({{"email-sans", "ops.example.com"}}), Key("email-sans"),
+                "one '@'"},
+        BadCase{"EmailTwoAts", With({{"email-sans", "a@b@c"}}), Key("email-sans"), "one '@'"},
+        BadCase{"EmailEmptyLocal", With({{"email-sans", "@example.com"}}), Key("email-sans"),
+                "one '@'"},
+        BadCase{"EmailEmptyDomain", With({{"email-sans", "ops@"}}), Key("email-sans"), "one '@'"},
+        BadCase{"LiteralSubjectSyntax", With({{"literal-subject", "CN=a,"}}),
+                Key("literal-subject"), "RFC 4514"},
+        BadCase{"LiteralSubjectUnknownType", With({{"literal-subject", "XYZ=a"}}),
+                Key("literal-subject"), "XYZ"},
+        BadCase{"LiteralSubjectWithCommonName",
+                With({{"literal-subject", "CN=a"}, {"common-name", "a"}}), Key("literal-subject"),
+                "cannot be combined with csi.cert-manager.io/common-name"},
+        BadCase{"LiteralSubjectWithOrganizations",
+                With({{"literal-subject", "CN=a"}, {"organizations", "Acme"}}),
+                Key("literal-subject"), "csi.cert-manager.io/organizations"},
+        BadCase{"LiteralSubjectWithSerialNumber",
+                With({{"literal-subject", "CN=a"}, {"serial-number", "1"}}), Key("literal-subject"),
+                "csi.cert-manager.io/serial-number"},
+        BadCase{"CommonNameTooLong", With({{"common-name", std::string(65, 'a')}}),
+                Key("common-name"), "longer than 64"},
+        BadCase{"OrganizationTooLong", With({{"organizations", std::string(65, 'o')}}),
+                Key("organizations"), "longer than 64"},
+        BadCase{"OrganizationalUnitTooLong", With({{"organizational-units", std::string(65, 'u')}}),
+                Key("organizational-units"), "longer than 64"},
+        BadCase{"ProvinceTooLong", With({{"provinces", std::string(129, 'p')}}), Key("provinces"),
+                "longer than 128"},
+        BadCase{"LocalityTooLong", With({{"localities", std::string(129, 'l')}}), Key("localities"),
+                "longer than 128"},
+        BadCase{"PostalCodeTooLong", With({{"postal-codes", std::string(41, '1')}}),
+                Key("postal-codes"), "longer than 40"},
+        BadCase{"CountryThreeLetters", With({{"countries", "DEU"}}), Key("countries"),
+                "two-letter"},
+        BadCase{"CountryDigits", With({{"countries", "12"}}), Key("countries"), "two-letter"},
+        BadCase{"SerialNumberNotPrintable", With({{"serial-number", "a@b"}}), Key("serial-number"),
+                "PrintableString"},
+        BadCase{"DurationNotGo", With({{"duration", "5x"}}), Key("duration"),
+                "\"5x\" is not a Go duration (e.g. \"2160h\", \"1h30m\")"},
+        BadCase{"DurationDays", With({{"duration", "90d"}}), Key("duration"), "Go duration"},
+        BadCase{"DurationWithoutUnit", With({{"duration", "3600"}}), Key("duration"),
+                "missing unit"},
+        BadCase{"DurationZero", With({{"duration", "0"}}), Key("duration"), "at least 1s"},
+        BadCase{"DurationNegative", With({{"duration", "-1h"}}), Key("duration"), "at least 1s"},
+        BadCase{"DurationSubSecond", With({{"duration", "1500ms"}}), Key("duration"),
+                "whole number of seconds"},
+        BadCase{"RenewBeforeNotGo", With({{"renew-before", "a while"}}), Key("renew-before"),
+                "Go duration"},
+        BadCase{"RenewBeforeZero", With({{"renew-before", "0s"}}), Key("renew-before"),
+                "greater than 0"},
+        BadCase{"RenewBeforeNegative", With({{"renew-before", "-1h"}}), Key("renew-before"),
+                "greater than 0"},
+        BadCase{"RenewBeforeEqualsDuration", With({{"duration", "24h"}, {"renew-before", "24h"}}),
+                Key("renew-before"), "shorter than csi.cert-manager.io/duration (24h0m0s)"},
+        BadCase{"RenewBeforeLongerThanDefaultDuration", With({{"renew-before", "2161h"}}),
+                Key("renew-before"), "2160h0m0s"},
+        BadCase{"IsCaCapitalised", With({{"is-ca", "True"}}), Key("is-ca"),
+                "must be \"true\" or \"false\""},
+        BadCase{"IsCaYes", With({{"is-ca", "yes"}}), Key("is-ca"), "\"true\" or \"false\""},
+        BadCase{"IsCaOne", With({{"is-ca", "1"}}), Key("is-ca"), "\"true\" or \"false\""},
+        BadCase{"UnknownUsage", With({{"key-usages", "server auth,web auth"}}), Key("key-usages"),
+                "\"web auth\" is not a cert-manager key usage"},
+        BadCase{"UsageCase", With({{"key-usages", "Server Auth"}}), Key("key-usages"),
+                "known usages are"},
+        BadCase{"UsagesOnlyCommas", With({{"key-usages", ", ,"}}), Key("key-usages"),
+                "lists no usage"},
+        BadCase{"KeyAlgorithmCase", With({{"key-algorithm", "rsa"}}), Key("key-algorithm"),
+                "\"RSA\", \"ECDSA\" or \"Ed25519\""},
+        BadCase{"KeyAlgorithmEd448", With({{"key-algorithm", "Ed448"}}), Key("key-algorithm"),
+                "not a key algorithm"},
+        BadCase{"RsaTooSmall", With({{"key-algorithm", "RSA"}, {"key-size", "1024"}}),
+                Key("key-size"), "between 2048 and 8192"},
+        BadCase{"RsaTooLarge", With({{"key-algorithm", "RSA"}, {"key-size", "8200"}}),
+                Key("key-size"), "between 2048 and 8192"},
+        BadCase{"EcdsaOddSize", With({{"key-algorithm", "ECDSA"}, {"key-size", "2048"}}),
+                Key("key-size"), "256, 384 or 521"},
+        BadCase{"EcdsaSizeWithoutAlgorithmIsValidated", With({{"key-size", "4096"}}),
+                Key("key-size"), "256, 384 or 521"},
+        BadCase{"Ed25519WithSize", With({{"key-algorithm", "Ed25519"}, {"key-size", "256"}}),
+                Key("key-size"), "must be empty for Ed25519"},
+        BadCase{"Ed25519WithPkcs1", With({{"key-algorithm", "Ed25519"}, {"key-encoding", "PKCS1"}}),
+                Key("key-encoding"), "no PKCS#1 form"},
+        BadCase{"KeySizeNotANumber", With({{"key-size", "big"}}), Key("key-size"),
+                "not a key size"},
+        BadCase{"KeySizeNegative", With({{"key-size", "-256"}}), Key("key-size"), "not a key size"},
+        BadCase{"KeySizeHuge", With({{"key-size", "99999999999999999999"}}), Key("key-size"),
+                "not a key size"},
+        BadCase{"KeyEncodingCase", With({{"key-encoding", "pkcs8"}}), Key("key-encoding"),
+                "\"PKCS1\" or \"PKCS8\""},
+        BadCase{"ReuseKeyNotBool", With({{"reuse-private-key", "always"}}),
+                Key("reuse-private-key"), "\"true\" or \"false\""},
+        BadCase{"CertFileWithSlash", With({{"certificate-file", "certs/tls.crt"}}),
+                Key("certificate-file"), "without '/'"},
+        BadCase{"CertFileAbsolute", With({{"certificate-file", "/etc/passwd"}}),
+                Key("certificate-file"), "without '/'"},
+        BadCase{"KeyFileDotDot", With({{"privatekey-file", ".."}}), Key("privatekey-file"),
+                "\"..\""},
+        BadCase{"KeyFileDot", With({{"privatekey-file", "."}}), Key("privatekey-file"), "\".\""},
+        BadCase{"CaFileStartsWithDotDot", With({{"ca-file", "..ca.crt"}}), Key("ca-file"),
+                "start with \"..\""},
+        BadCase{"CaFileTooLong", With({{"ca-file", std::string(256, 'c')}}), Key("ca-file"),
+                "255 bytes"},
+        BadCase{"CaFileLeadingSpace", With({{"ca-file", " ca.crt"}}), Key("ca-file"), "whitespace"},
+        BadCase{"CertAndKeySameFile", With({{"privatekey-file", "tls.crt"}}),
+                Key("privatekey-file"), "csi.cert-manager.io/certificate-file"},
+        BadCase{"CaAndCertSameFile",
+                With({{"ca-file", "both.pem"}, {"certificate-file", "both.pem"}}), Key("ca-file"),
+                "the files must differ"},
+        BadCase{"Pkcs12SameAsCa",
+                With({{"pkcs12-enable", "true"},
+                      {"pkcs12-password", "pw"},
+                      {"pkcs12-filename", "ca.crt"}}),
+                Key("pkcs12-filename"), "csi.cert-manager.io/ca-file"},
+        BadCase{"Pkcs12FilenameChecked",
+                With({{"pkcs12-enable", "true"},
+                      {"pkcs12-password", "pw"},
+                      {"pkcs12-filename", "../x.p12"}}),
+                Key("pkcs12-filename"), "'/'"},
+        BadCase{"FsGroupNegative", With({{"fs-group", "-1"}}), Key("fs-group"),
+                "between 0 and 4294967294"},
+        BadCase{"FsGroupTooLarge", With({{"fs-group", "4294967295"}}), Key("fs-group"),
+                "between 0 and 4294967294"},
+        BadCase{"FsGroupHuge", With({{"fs-group", "99999999999999999999"}}), Key("fs-group"),
+                "group ID"},
+        BadCase{"FsGroupName", With({{"fs-group", "wheel"}}), Key("fs-group"), "group ID"},
+        BadCase{"Pkcs12EnableNotBool", With({{"pkcs12-enable", "yes"}}), Key("pkcs12-enable"),
+                "\"true\" or \"false\""},
+        BadCase{"Pkcs12WithoutPassword", With({{"pkcs12-enable", "true"}}), Key("pkcs12-password"),
+                "required when csi.cert-manager.io/pkcs12-enable"},
+        BadCase{"Pkcs12EmptyPassword", With({{"pkcs12-enable", "true"}, {"pkcs12-password", ""}}),
+                Key("pkcs12-password"), "required"},
+        BadCase{"Pkcs12PasswordWithoutEnable", With({{"pkcs12-password", "pw"}}),
+                Key("pkcs12-password"), "requires csi.cert-manager.io/pkcs12-enable"},
+        BadCase{"Pkcs12FilenameWithoutEnable", With({{"pkcs12-filename", "a.p12"}}),
+                Key("pkcs12-filename"), "requires csi.cert-manager.io/pkcs12-enable"}),
+    BadCaseName);
+
+TEST(ParseAttributesTest, KnownAttributesAreListedForAnUnknownOne) {
+  Result<CertificateSpec> spec = ParseAttributes(With({{"renewBefore", "1h"}}));
+  ASSERT_FALSE(spec.ok());
+  for (const char* name : {"issuer-name", "literal-subject", "email-sans", "pkcs12-password",
+                           "street-addresses", "key-algorithm"}) {
+    EXPECT_NE(spec.status().message().find(name), std::string::npos) << name;
+  }
+}
+
+TEST(ParseAttributesTest, VariableValueCannotAddRdnsToALiteralSubject) {
+  Result<CertificateSpec> spec = ParseAttributes(
+      With({{std::string(kPodName), "x,O=Evil+UID=1"}, {"literal-subject", "CN=${POD_NAME}"}}));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->literal_subject, "CN=x\\,O\\=Evil\\+UID\\=1");
+}
+
+TEST(PodInfoFromContextTest, ReadsKubeletEntries) {
+  PodInfo pod = PodInfoFromContext(Base());
+  EXPECT_EQ(pod.name, "web-0");
+  EXPECT_EQ(pod.namespace_, "shop");
+  EXPECT_EQ(pod.uid, "0b0c1d2e-aaaa-bbbb-cccc-0123456789ab");
+  EXPECT_EQ(pod.service_account, "web-sa");
+}
+
+TEST(PodInfoFromContextTest, MissingEntriesAreEmpty) {
+  PodInfo pod = PodInfoFromContext({{Key("issuer-name"), "ca"}});
+  EXPECT_EQ(pod.name, "");
+  EXPECT_EQ(pod.namespace_, "");
+  EXPECT_EQ(pod.uid, "");
+  EXPECT_EQ(pod.service_account, "");
+}
+
+TEST(StorableAttributesTest, DropsTokensAndKeepsWhatRenewalNeeds) {
+  Attributes attributes = With({{std::string(kServiceAccountTokens),
+                                 R"({"":{"token":"eyJ...","expirationTimestamp":"2030-01-01"}})"},
+                                {"pkcs12-enable", "true"},
+                                {"pkcs12-password", "pw"},
+                                {"example.com/team", "payments"}});
+  Attributes storable = StorableAttributes(attributes);
+  Attributes expected = attributes;
+  expected.erase(std::string(kServiceAccountTokens));
+  EXPECT_EQ(storable, expected);
+
+  // The stored copy parses to the same spec as the original.
+  Result<CertificateSpec> from_original = ParseAttributes(attributes);
+  Result<CertificateSpec> from_stored = ParseAttributes(storable);
+  ASSERT_TRUE(from_original.ok()) << from_original.status().ToString();
+  ASSERT_TRUE(from_stored.ok()) << from_stored.status().ToString();
+  ExpectSpecEq(*from_stored, *from_original);
+}
+
+// --- Go durations ---------------------------------------------------------
+
+struct DurationCase {
+  std::string text;
+  nanoseconds expected;
+};
+
+class ParseGoDurationGoodTest : public ::testing::TestWithParam<DurationCase> {};
+
+TEST_P(ParseGoDurationGoodTest, MatchesGo) {
+  Result<nanoseconds> parsed = ParseGoDuration(GetParam().text);
+  ASSERT_TRUE(parsed.ok()) << GetParam().text << ": " << parsed.status().ToString();
+  EXPECT_EQ(parsed->count(), GetParam().expected.count()) << GetParam().text;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Durations, ParseGoDurationGoodTest,
+    ::testing::Values(
+        DurationCase{"0", nanoseconds(0)}, DurationCase{"+0", nanoseconds(0)},
+        DurationCase{"-0", nanoseconds(0)}, DurationCase{"0s", nanoseconds(0)},
+        DurationCase{"0h0m", nanoseconds(0)}, DurationCase{"5s", seconds(5)},
+        DurationCase{"+5s", seconds(5)}, DurationCase{"-5s", seconds(-5)},
+        DurationCase{"2160h", hours(2160)}, DurationCase{"1h30m", minutes(90)},
+        DurationCase{"1h30m0s", minutes(90)}, DurationCase{"90m", minutes(90)},
+        DurationCase{"1.5h", minutes(90)}, DurationCase{".5s", nanoseconds(500'000'000)},
+        DurationCase{"1.s", seconds(1)}, DurationCase{"1.0000000001s", nanoseconds(1'000'000'000)},
+        DurationCase{"0.000000001s", nanoseconds(1)},
+        DurationCase{"300ms", nanoseconds(300'000'000)}, DurationCase{"10us", nanoseconds(10'000)},
+        DurationCase{"10\xC2\xB5s", nanoseconds(10'000)},
+        DurationCase{"10\xCE\xBCs", nanoseconds(10'000)}, DurationCase{"7ns", nanoseconds(7)},
+        DurationCase{"1h1m1s1ms1us1ns", nanoseconds(3'661'001'001'001)},
+        DurationCase{"30s1h", seconds(3630)},  // any order, as in Go
+        DurationCase{"-1.5h", minutes(-90)},
+        DurationCase{"9223372036854775807ns", nanoseconds(INT64_MAX)},
+        DurationCase{"2562047h47m16.854775807s", nanoseconds(INT64_MAX)},
+        DurationCase{"-9223372036854775808ns", nanoseconds(INT64_MIN)},
+        DurationCase{"-2562047h47m16.854775808s", nanoseconds(INT64_MIN)}));
+
+class ParseGoDurationBadTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ParseGoDurationBadTest, IsInvalidArgument) {
+  Result<nanoseconds> parsed = ParseGoDuration(GetParam());
+  ASSERT_FALSE(parsed.ok()) << "parsed \"" << GetParam() << "\"";
+  EXPECT_EQ(parsed.status().code(), Code::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Durations, ParseGoDurationBadTest,
+                         ::testing::Values("", "+", "-", "5", "1h5", "5x", "90d", "1w", ".", ".s",
+                                           "h", "s5", " 1h", "1h ", "1 h", "1h-30m", "--1h", "1,5h",
+                                           "1H", "1Ms", "0x10s", "1e3s", "9223372036854775808ns",
+                                           "2562048h", "-9223372036854775809ns",
+                                           "99999999999999999999h", "2562047h47m16.854775808s"));
+
+TEST(ParseGoDurationTest, NamesTheUnknownUnit) {
+  Result<nanoseconds> parsed = ParseGoDuration("3fortnights");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find("fortnights"), std::string::npos);
+}
+
+TEST(FormatGoDurationTest, MatchesGoDurationString) {
+  EXPECT_EQ(FormatGoDuration(seconds(0)), "0s");
+  EXPECT_EQ(FormatGoDuration(seconds(45)), "45s");
+  EXPECT_EQ(FormatGoDuration(seconds(60)), "1m0s");
+  EXPECT_EQ(FormatGoDuration(seconds(90)), "1m30s");
+  EXPECT_EQ(FormatGoDuration(seconds(3600)), "1h0m0s");
+  EXPECT_EQ(FormatGoDuration(minutes(90)), "1h30m0s");
+  EXPECT_EQ(FormatGoDuration(seconds(3601)), "1h0m1s");
+  EXPECT_EQ(FormatGoDuration(hours(2160)), "2160h0m0s");
+  EXPECT_EQ(FormatGoDuration(hours(720)), "720h0m0s");
+  EXPECT_EQ(FormatGoDuration(seconds(-5)), "-5s");
+  EXPECT_EQ(FormatGoDuration(seconds(-3661)), "-1h1m1s");
+  EXPECT_EQ(FormatGoDuration(seconds(INT64_MIN)), "-2562047788015215h30m8s");
+}
+
+TEST(FormatGoDurationTest, RoundTripsThroughParse) {
+  for (int64_t value :
+       {int64_t{0}, int64_t{1}, int64_t{59}, int64_t{60}, int64_t{61}, int64_t{3599}, int64_t{3600},
+        int64_t{86399}, int64_t{7776000}, int64_t{-1}, int64_t{-7776000}, int64_t{9223372036}}) {
+    std::string text = FormatGoDuration(seconds(value));
+    Result<nanoseconds> parsed = ParseGoDuration(text);
+    ASSERT_TRUE(parsed.ok()) << text << ": " << parsed.status().ToString();
+    EXPECT_EQ(*parsed, seconds(value)) << text;
+  }
+}
+
+}  // namespace
+}  // namespace certmount

@@ -1,0 +1,476 @@
+// Keys, CSRs, certificate parsing and PKCS#12, checked by parsing the output
+// back with OpenSSL.
+#include <gtest/gtest.h>
+#include <openssl/pem.h>
+#include <openssl/pkcs12.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "issue/certificate_info.h"
+#include "issue/csr.h"
+#include "issue/local_ca.h"
+#include "issue/openssl_ptr.h"
+#include "issue/pkcs12.h"
+#include "issue/private_key.h"
+#include "support/fake_clock.h"
+#include "support/temp_dir.h"
+
+namespace certmount {
+namespace {
+
+using ::certmount::testing::FakeClock;
+using ::certmount::testing::TempDir;
+
+X509ReqPtr ParseRequest(const std::string& pem) {
+  BioPtr bio = MemoryBio(pem.data(), pem.size());
+  return X509ReqPtr(PEM_read_bio_X509_REQ(bio.get(), nullptr, nullptr, nullptr));
+}
+
+X509Ptr ParseCert(const std::string& pem) {
+  BioPtr bio = MemoryBio(pem.data(), pem.size());
+  return X509Ptr(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+}
+
+std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// (short name, value) pairs of a name, in ASN.1 order.
+std::vector<std::pair<std::string, std::string>> NameEntries(const X509_NAME* name) {
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (int i = 0; i < X509_NAME_entry_count(name); ++i) {
+    const X509_NAME_ENTRY* entry = X509_NAME_get_entry(name, i);
+    const ASN1_STRING* data = X509_NAME_ENTRY_get_data(entry);
+    entries.emplace_back(OBJ_nid2sn(OBJ_obj2nid(X509_NAME_ENTRY_get_object(entry))),
+                         std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(data)),
+                                     ASN1_STRING_length(data)));
+  }
+  return entries;
+}
+
+// The subjectAltName of a request as "DNS:x", "IP:<n bytes>", "URI:x", "email:x".
+std::vector<std::string> RequestSans(X509_REQ* request, bool* critical) {
+  std::vector<std::string> out;
+  X509ExtensionStackPtr extensions(X509_REQ_get_extensions(request));
+  for (int i = 0; extensions && i < sk_X509_EXTENSION_num(extensions.get()); ++i) {
+    X509_EXTENSION* extension = sk_X509_EXTENSION_value(extensions.get(), i);
+    if (OBJ_obj2nid(X509_EXTENSION_get_object(extension)) != NID_subject_alt_name) continue;
+    *critical = X509_EXTENSION_get_critical(extension) != 0;
+    GeneralNamesPtr names(static_cast<GENERAL_NAMES*>(X509V3_EXT_d2i(extension)));
+    for (int j = 0; j < sk_GENERAL_NAME_num(names.get()); ++j) {
+      const GENERAL_NAME* name = sk_GENERAL_NAME_value(names.get(), j);
+      auto text = [](const ASN1_STRING* s) {
+        return std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)),
+                           ASN1_STRING_length(s));
+      };
+      switch (name->type) {
+        case GEN_DNS:
+          out.push_back("DNS:" + text(name->d.dNSName));
+          break;
+        case GEN_IPADD:
+          out.push_back("IP:" + std::to_string(ASN1_STRING_length(name->d.iPAddress)) + "B");
+          break;
+        case GEN_URI:
+          out.push_back("URI:" + text(name->d.uniformResourceIdentifier));
+          break;
+        case GEN_EMAIL:
+          out.push_back("email:" + text(name->d.rfc822Name));
+          break;
+      }
+    }
+  }
+  return out;
+}
+
+// ---- keys ------------------------------------------------------------------------
+
+struct KeyCase {
+  KeyAlgorithm algorithm;
+  int size;
+  int expected_bits;
+  const char* pkcs1_header;
+};
+
+class KeyGenerationTest : public ::testing::TestWithParam<KeyCase> {};
+
+TEST_P(KeyGenerationTest, GeneratesEncodesAndRoundTrips) {
+  const KeyCase& c = GetParam();
+  Result<PrivateKey> key = PrivateKey::Generate(c.algorithm, c.size);
+  ASSERT_TRUE(key.ok()) << key.status().ToString();
+  EXPECT_EQ(key->algorithm(), c.algorithm);
+  EXPECT_EQ(key->key_size(), c.expected_bits);
+  EXPECT_EQ(EVP_PKEY_get_bits(key->get()), c.expected_bits);
+
+  Result<std::string> pkcs1 = key->ToPem(KeyEncoding::kPkcs1);
+  Result<std::string> pkcs8 = key->ToPem(KeyEncoding::kPkcs8);
+  ASSERT_TRUE(pkcs1.ok() && pkcs8.ok());
+  EXPECT_EQ(FirstLine(*pkcs1), c.pkcs1_header);
+  EXPECT_EQ(FirstLine(*pkcs8), "-----BEGIN PRIVATE KEY-----");
+
+  for (const std::string* pem : {&*pkcs1, &*pkcs8}) {
+    Result<PrivateKey> parsed = PrivateKey::FromPem(*pem);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    EXPECT_EQ(parsed->algorithm(), c.algorithm);
+    EXPECT_EQ(parsed->key_size(), c.expected_bits);
+    EXPECT_EQ(EVP_PKEY_eq(parsed->get(), key->get()), 1);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllAlgorithms, KeyGenerationTest,
+    ::testing::Values(KeyCase{KeyAlgorithm::kRsa, 2048, 2048, "-----BEGIN RSA PRIVATE KEY-----"},
+                      KeyCase{KeyAlgorithm::kRsa, 3072, 3072, "-----BEGIN RSA PRIVATE KEY-----"},
+                      KeyCase{KeyAlgorithm::kRsa, 4096, 4096, "-----BEGIN RSA PRIVATE KEY-----"},
+                      KeyCase{KeyAlgorithm::kRsa, 8192, 8192, "-----BEGIN RSA PRIVATE KEY-----"},
+                      KeyCase{KeyAlgorithm::kRsa, 0, 2048, "-----BEGIN RSA PRIVATE KEY-----"},
+                      KeyCase{KeyAlgorithm::kEcdsa, 256, 256, "-----BEGIN EC PRIVATE KEY-----"},
+                      KeyCase{KeyAlgorithm::kEcdsa, 384, 384, "-----BEGIN EC PRIVATE KEY-----"},
+                      KeyCase{KeyAlgorithm::kEcdsa, 521, 521, "-----BEGIN EC PRIVATE KEY-----"},
+                      KeyCase{KeyAlgorithm::kEd25519, 0, 256, "-----BEGIN PRIVATE KEY-----"},
+                      KeyCase{KeyAlgorithm::kEd25519, 4096, 256, "-----BEGIN PRIVATE KEY-----"}));
+
+TEST(KeyGenerationTest, RejectsUnsupportedSizes) {
+  for (int size : {-1, 1024, 2047, 8193, 16384}) {
+    Result<PrivateKey> key = PrivateKey::Generate(KeyAlgorithm::kRsa, size);
+    ASSERT_FALSE(key.ok()) << size;
+    EXPECT_EQ(key.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(key.status().message().find("2048 and 8192"), std::string::npos);
+  }
+  for (int size : {-1, 128, 224, 255, 512, 2048}) {
+    Result<PrivateKey> key = PrivateKey::Generate(KeyAlgorithm::kEcdsa, size);
+    ASSERT_FALSE(key.ok()) << size;
+    EXPECT_EQ(key.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(key.status().message().find("256, 384 or 521"), std::string::npos);
+  }
+}
+
+TEST(KeyGenerationTest, PooledContextsGiveDistinctKeys) {
+  KeyGenerator generator;
+  Result<PrivateKey> first = generator.Generate(KeyAlgorithm::kEcdsa, 256);
+  Result<PrivateKey> second = generator.Generate(KeyAlgorithm::kEcdsa, 256);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_NE(EVP_PKEY_eq(first->get(), second->get()), 1);
+  EXPECT_NE(*first->ToPem(KeyEncoding::kPkcs8), *second->ToPem(KeyEncoding::kPkcs8));
+}
+
+TEST(KeyGenerationTest, FromPemRejectsGarbageAndUnsupportedKeys) {
+  for (const char* input :
+       {"", "hello", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"}) {
+    Result<PrivateKey> key = PrivateKey::FromPem(input);
+    ASSERT_FALSE(key.ok());
+    EXPECT_EQ(key.status().code(), Code::kInvalidArgument);
+  }
+  // An X25519 key is valid PEM but not something certificates are issued for.
+  EVP_PKEY* x25519 = EVP_PKEY_Q_keygen(nullptr, nullptr, "X25519");
+  ASSERT_NE(x25519, nullptr);
+  BioPtr bio(BIO_new(BIO_s_mem()));
+  ASSERT_EQ(PEM_write_bio_PrivateKey(bio.get(), x25519, nullptr, nullptr, 0, nullptr, nullptr), 1);
+  EVP_PKEY_free(x25519);
+  Result<PrivateKey> key = PrivateKey::FromPem(BioContents(bio.get()));
+  ASSERT_FALSE(key.ok());
+  EXPECT_EQ(key.status().code(), Code::kInvalidArgument);
+}
+
+TEST(KeyGenerationTest, SigningDigestFollowsKeyStrength) {
+  EXPECT_EQ(PrivateKey::Generate(KeyAlgorithm::kEcdsa, 256)->SigningDigest(), Sha256Digest());
+  EXPECT_EQ(PrivateKey::Generate(KeyAlgorithm::kEcdsa, 384)->SigningDigest(), Sha384Digest());
+  EXPECT_EQ(PrivateKey::Generate(KeyAlgorithm::kEcdsa, 521)->SigningDigest(), Sha512Digest());
+  EXPECT_EQ(PrivateKey::Generate(KeyAlgorithm::kRsa, 2048)->SigningDigest(), Sha256Digest());
+  EXPECT_EQ(PrivateKey::Generate(KeyAlgorithm::kEd25519, 0)->SigningDigest(), nullptr);
+}
+
+// ---- CSRs ------------------------------------------------------------------------
+
+CertificateSpec SpecWithSans() {
+  CertificateSpec spec;
+  spec.subject.common_name = "web";
+  spec.subject.organizations = {"Example Inc"};
+  spec.subject.organizational_units = {"Platform"};
+  spec.subject.countries = {"DE"};
+  spec.subject.localities = {"Berlin"};
+  spec.subject.serial_number = "1234";
+  spec.dns_names = {"web.example.com", "*.web.example.com"};
+  spec.ip_addresses = {"10.1.2.3", "2001:db8::1"};
+  spec.uris = {"spiffe://cluster.local/ns/default/sa/web"};
+  spec.email_addresses = {"ops@example.com"};
+  return spec;
+}
+
+TEST(CsrTest, CarriesSubjectAndSansAndVerifies) {
+  Result<PrivateKey> key = PrivateKey::Generate(KeyAlgorithm::kEcdsa, 256);
+  ASSERT_TRUE(key.ok());
+  Result<std::string> pem = BuildCsrPem(*key, SpecWithSans());
+  ASSERT_TRUE(pem.ok()) << pem.status().ToString();
+  EXPECT_EQ(FirstLine(*pem), "-----BEGIN CERTIFICATE REQUEST-----");
+
+  X509ReqPtr request = ParseRequest(*pem);
+  ASSERT_NE(request, nullptr);
+  EXPECT_EQ(X509_REQ_verify(request.get(), X509_REQ_get0_pubkey(request.get())), 1);
+  EXPECT_EQ(EVP_PKEY_eq(X509_REQ_get0_pubkey(request.get()), key->get()), 1);
+  EXPECT_EQ(X509_REQ_get_signature_nid(request.get()), NID_ecdsa_with_SHA256);
+
+  using Entries = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(NameEntries(X509_REQ_get_subject_name(request.get())),
+            (Entries{{"C", "DE"},
+                     {"L", "Berlin"},
+                     {"O", "Example Inc"},
+                     {"OU", "Platform"},
+                     {"CN", "web"},
+                     {"serialNumber", "1234"}}));
+
+  bool critical = true;
+  EXPECT_EQ(RequestSans(request.get(), &critical),
+            (std::vector<std::string>{"DNS:web.example.com", "DNS:*.web.example.com", "IP:4B",
+                                      "IP:16B", "URI:spiffe://cluster.local/ns/default/sa/web",
+                                      "email:ops@example.com"}));
+  EXPECT_FALSE(critical);
+}
+
+TEST(CsrTest, DigestMatchesKey) {
+  struct Case {
+    KeyAlgorithm algorithm;
+    int size;
+    int signature_nid;
+  };
+  for (const Case& c : {Case{KeyAlgorithm::kEcdsa, 384, NID_ecdsa_with_SHA384},
+                        Case{KeyAlgorithm::kEcdsa, 521, NID_ecdsa_with_SHA512},
+                        Case{KeyAlgorithm::kRsa, 2048, NID_sha256WithRSAEncryption},
+                        Case{KeyAlgorithm::kEd25519, 0, NID_ED25519}}) {
+    Result<PrivateKey> key = PrivateKey::Generate(c.algorithm, c.size);
+    ASSERT_TRUE(key.ok());
+    Result<std::string> pem = BuildCsrPem(*key, SpecWithSans());
+    ASSERT_TRUE(pem.ok()) << pem.status().ToString();
+    X509ReqPtr request = ParseRequest(*pem);
+    ASSERT_NE(request, nullptr);
+    EXPECT_EQ(X509_REQ_get_signature_nid(request.get()), c.signature_nid);
+    EXPECT_EQ(X509_REQ_verify(request.get(), X509_REQ_get0_pubkey(request.get())), 1);
+  }
+}
+
+TEST(CsrTest, LiteralSubjectIsReversedIntoAsn1Order) {
+  Result<PrivateKey> key = PrivateKey::Generate(KeyAlgorithm::kEcdsa, 256);
+  ASSERT_TRUE(key.ok());
+  CertificateSpec spec;
+  spec.subject.common_name = "ignored when literal is set";
+  spec.literal_subject = "CN=app+UID=42,OU=team\\, inner,O=Example,DC=example,DC=com,C=US";
+  Result<std::string> pem = BuildCsrPem(*key, spec);
+  ASSERT_TRUE(pem.ok()) << pem.status().ToString();
+  X509ReqPtr request = ParseRequest(*pem);
+  ASSERT_NE(request, nullptr);
+  X509_NAME* name = X509_REQ_get_subject_name(request.get());
+  using Entries = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(NameEntries(name), (Entries{{"C", "US"},
+                                        {"DC", "com"},
+                                        {"DC", "example"},
+                                        {"O", "Example"},
+                                        {"OU", "team, inner"},
+                                        {"CN", "app"},
+                                        {"UID", "42"}}));
+  // CN and UID share the last RDN; everything else is its own.
+  ASSERT_EQ(X509_NAME_entry_count(name), 7);
+  EXPECT_EQ(X509_NAME_ENTRY_set(X509_NAME_get_entry(name, 5)),
+            X509_NAME_ENTRY_set(X509_NAME_get_entry(name, 6)));
+  EXPECT_NE(X509_NAME_ENTRY_set(X509_NAME_get_entry(name, 4)),
+            X509_NAME_ENTRY_set(X509_NAME_get_entry(name, 5)));
+
+  bool critical = true;
+  EXPECT_TRUE(RequestSans(request.get(), &critical).empty());
+}
+
+TEST(CsrTest, LiteralSubjectAcceptsDottedOids) {
+  Result<PrivateKey> key = PrivateKey::Generate(KeyAlgorithm::kEcdsa, 256);
+  CertificateSpec spec;
+  spec.literal_subject = "2.5.4.3=by-oid,O=Example";
+  Result<std::string> pem = BuildCsrPem(*key, spec);
+  ASSERT_TRUE(pem.ok()) << pem.status().ToString();
+  X509ReqPtr request = ParseRequest(*pem);
+  using Entries = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(NameEntries(X509_REQ_get_subject_name(request.get())),
+            (Entries{{"O", "Example"}, {"CN", "by-oid"}}));
+}
+
+TEST(CsrTest, EmptySubjectMakesSanCritical) {
+  Result<PrivateKey> key = PrivateKey::Generate(KeyAlgorithm::kEcdsa, 256);
+  CertificateSpec spec;
+  spec.dns_names = {"only.example.com"};
+  Result<std::string> pem = BuildCsrPem(*key, spec);
+  ASSERT_TRUE(pem.ok()) << pem.status().ToString();
+  X509ReqPtr request = ParseRequest(*pem);
+  EXPECT_EQ(X509_NAME_entry_count(X509_REQ_get_subject_name(request.get())), 0);
+  bool critical = false;
+  EXPECT_EQ(RequestSans(request.get(), &critical),
+            std::vector<std::string>{"DNS:only.example.com"});
+  EXPECT_TRUE(critical);
+}
+
+TEST(CsrTest, RejectsBadInput) {
+  Result<PrivateKey> key = PrivateKey::Generate(KeyAlgorithm::kEcdsa, 256);
+  ASSERT_TRUE(key.ok());
+  auto expect_invalid = [&](const CertificateSpec& spec, const std::string& why) {
+    Result<std::string> pem = BuildCsrPem(*key, spec);
+    ASSERT_FALSE(pem.ok()) << why;
+    EXPECT_EQ(pem.status().code(), Code::kInvalidArgument) << why;
+  };
+  expect_invalid(CertificateSpec{}, "no subject, no SANs");
+  CertificateSpec bad_ip;
+  bad_ip.ip_addresses = {"10.0.0.300"};
+  expect_invalid(bad_ip, "bad IP");
+  CertificateSpec bad_country;
+  bad_country.subject.countries = {"USA"};
+  expect_invalid(bad_country, "3-letter country");
+  CertificateSpec bad_literal;
+  bad_literal.literal_subject = "CN=a,,O=b";
+  expect_invalid(bad_literal, "unparsable literal subject");
+}
+
+// ---- certificate info ------------------------------------------------------------
+
+TEST(CertificateInfoTest, ParsesLeafOfChain) {
+  FakeClock clock;
+  Result<CaMaterial> ca_material = GenerateSelfSignedCa("info CA", std::chrono::hours(24), clock);
+  ASSERT_TRUE(ca_material.ok());
+  Result<std::unique_ptr<LocalCa>> ca =
+      LocalCa::FromPem(ca_material->certificate_pem, ca_material->private_key_pem, clock);
+  ASSERT_TRUE(ca.ok()) << ca.status().ToString();
+  Result<PrivateKey> key = PrivateKey::Generate(KeyAlgorithm::kEcdsa, 256);
+  CertificateSpec spec = SpecWithSans();
+  spec.duration = std::chrono::hours(1);
+  IssueInput input{"vol", *BuildCsrPem(*key, spec), &spec, {}};
+  Result<IssuedCertificate> issued =
+      (*ca)->Issue(input, clock.SteadyNow() + std::chrono::seconds(10), {});
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+
+  // The leaf first, then the CA: the leaf's facts come back.
+  Result<CertificateInfo> info =
+      ParseLeafCertificate(issued->certificate_chain_pem + issued->ca_pem);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->not_before, clock.NowUnix());
+  EXPECT_EQ(info->not_after, clock.NowUnix() + 3600);
+  EXPECT_EQ(info->subject, "serialNumber=1234,CN=web,OU=Platform,O=Example Inc,L=Berlin,C=DE");
+  EXPECT_EQ(info->dns_names, (std::vector<std::string>{"web.example.com", "*.web.example.com"}));
+  X509Ptr leaf = ParseCert(issued->certificate_chain_pem);
+  BignumPtr serial(ASN1_INTEGER_to_BN(X509_get0_serialNumber(leaf.get()), nullptr));
+  char* hex = BN_bn2hex(serial.get());
+  std::string expected(hex);
+  OPENSSL_free(hex);
+  for (char& ch : expected) ch = static_cast<char>(std::tolower(ch));
+  expected.erase(0, expected.find_first_not_of('0'));
+  EXPECT_EQ(info->serial_hex, expected);
+  EXPECT_FALSE(info->serial_hex.empty());
+}
+
+TEST(CertificateInfoTest, RejectsGarbageWithoutCrashing) {
+  std::string truncated = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIQ\n";
+  std::string bad_base64 = "-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n";
+  std::string valid_base64_bad_der =
+      "-----BEGIN CERTIFICATE-----\nMIIBAAAAAAAAAAAA\n-----END CERTIFICATE-----\n";
+  for (const std::string& input : {std::string(), std::string("not pem"), truncated, bad_base64,
+                                   valid_base64_bad_der, std::string("\0\0\0", 3)}) {
+    Result<CertificateInfo> info = ParseLeafCertificate(input);
+    ASSERT_FALSE(info.ok());
+    EXPECT_EQ(info.status().code(), Code::kInvalidArgument);
+  }
+}
+
+// ---- PKCS#12 -----------------------------------------------------------------------
+
+class Pkcs12Test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Result<CaMaterial> material = GenerateSelfSignedCa("p12 CA", std::chrono::hours(24), clock_);
+    ASSERT_TRUE(material.ok());
+    Result<std::unique_ptr<LocalCa>> ca =
+        LocalCa::FromPem(material->certificate_pem, material->private_key_pem, clock_);
+    ASSERT_TRUE(ca.ok());
+    Result<PrivateKey> key = PrivateKey::Generate(KeyAlgorithm::kEcdsa, 256);
+    ASSERT_TRUE(key.ok());
+    key_.emplace(std::move(*key));
+    CertificateSpec spec = SpecWithSans();
+    IssueInput input{"vol", *BuildCsrPem(*key_, spec), &spec, {}};
+    Result<IssuedCertificate> issued =
+        (*ca)->Issue(input, clock_.SteadyNow() + std::chrono::seconds(10), {});
+    ASSERT_TRUE(issued.ok());
+    issued_ = *issued;
+  }
+
+  FakeClock clock_;
+  std::optional<PrivateKey> key_;
+  IssuedCertificate issued_;
+};
+
+TEST_F(Pkcs12Test, OpensWithPasswordOnly) {
+  Result<std::string> der =
+      BuildPkcs12(*key_, issued_.certificate_chain_pem, issued_.ca_pem, "s3cret");
+  ASSERT_TRUE(der.ok()) << der.status().ToString();
+
+  const unsigned char* cursor = reinterpret_cast<const unsigned char*>(der->data());
+  Pkcs12Ptr p12(d2i_PKCS12(nullptr, &cursor, static_cast<long>(der->size())));
+  ASSERT_NE(p12, nullptr);
+  EXPECT_EQ(PKCS12_verify_mac(p12.get(), "wrong", -1), 0);
+  EXPECT_EQ(PKCS12_verify_mac(p12.get(), "s3cret", -1), 1);
+
+  EVP_PKEY* parsed_key = nullptr;
+  X509* parsed_cert = nullptr;
+  STACK_OF(X509)* parsed_ca = nullptr;
+  EXPECT_EQ(PKCS12_parse(p12.get(), "wrong", &parsed_key, &parsed_cert, &parsed_ca), 0);
+  DrainOpensslErrors();
+  ASSERT_EQ(PKCS12_parse(p12.get(), "s3cret", &parsed_key, &parsed_cert, &parsed_ca), 1);
+  EvpPkeyPtr owned_key(parsed_key);
+  X509Ptr owned_cert(parsed_cert);
+  X509StackPtr owned_ca(parsed_ca);
+  EXPECT_EQ(EVP_PKEY_eq(owned_key.get(), key_->get()), 1);
+  EXPECT_EQ(X509_cmp(owned_cert.get(), ParseCert(issued_.certificate_chain_pem).get()), 0);
+  ASSERT_EQ(sk_X509_num(owned_ca.get()), 1);
+  EXPECT_EQ(X509_cmp(sk_X509_value(owned_ca.get(), 0), ParseCert(issued_.ca_pem).get()), 0);
+
+  // The MAC is SHA-256, not PKCS12_create's SHA-1 default.
+  const X509_ALGOR* mac_algorithm = nullptr;
+  PKCS12_get0_mac(nullptr, &mac_algorithm, nullptr, nullptr, p12.get());
+  const ASN1_OBJECT* mac_object = nullptr;
+  X509_ALGOR_get0(&mac_object, nullptr, nullptr, mac_algorithm);
+  EXPECT_EQ(OBJ_obj2nid(mac_object), NID_sha256);
+}
+
+TEST_F(Pkcs12Test, OpensslCliReadsIt) {
+  if (std::system("command -v openssl >/dev/null 2>&1") != 0) GTEST_SKIP() << "no openssl CLI";
+  Result<std::string> der = BuildPkcs12(*key_, issued_.certificate_chain_pem, issued_.ca_pem, "pw");
+  ASSERT_TRUE(der.ok());
+  TempDir dir;
+  std::string path = dir.Sub("keystore.p12");
+  std::ofstream(path, std::ios::binary) << *der;
+  std::string info = dir.Sub("info.txt");
+  EXPECT_EQ(std::system(("openssl pkcs12 -in " + path + " -passin pass:pw -noout").c_str()), 0);
+  EXPECT_NE(
+      std::system(("openssl pkcs12 -in " + path + " -passin pass:nope -noout 2>/dev/null").c_str()),
+      0);
+  ASSERT_EQ(std::system(
+                ("openssl pkcs12 -in " + path + " -passin pass:pw -noout -info >" + info + " 2>&1")
+                    .c_str()),
+            0);
+  std::ifstream in(info);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("MAC: sha256"), std::string::npos) << text;
+  EXPECT_NE(text.find("AES-256-CBC"), std::string::npos) << text;
+  EXPECT_NE(text.find("hmacWithSHA256"), std::string::npos) << text;
+  EXPECT_EQ(text.find("RC2"), std::string::npos) << text;
+}
+
+TEST_F(Pkcs12Test, RejectsMismatchedKeyAndEmptyChain) {
+  Result<PrivateKey> other = PrivateKey::Generate(KeyAlgorithm::kEcdsa, 256);
+  Result<std::string> der =
+      BuildPkcs12(*other, issued_.certificate_chain_pem, issued_.ca_pem, "pw");
+  ASSERT_FALSE(der.ok());
+  EXPECT_EQ(der.status().code(), Code::kInvalidArgument);
+  der = BuildPkcs12(*key_, "", issued_.ca_pem, "pw");
+  ASSERT_FALSE(der.ok());
+  EXPECT_EQ(der.status().code(), Code::kInvalidArgument);
+  der = BuildPkcs12(*key_, "garbage", "", "pw");
+  ASSERT_FALSE(der.ok());
+  EXPECT_EQ(der.status().code(), Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace certmount

@@ -1,0 +1,102 @@
+// SIGKILL the real certmountd at each step of the publish sequence and start
+// it again: unless the publish had committed, the row, the files and the
+// mount are gone, and nothing is ever issued for that volume again.
+#include <gtest/gtest.h>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "support/daemon.h"
+#include "support/root.h"
+#include "support/temp_dir.h"
+
+namespace certmount::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsMountPoint(const std::string& path) {
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  for (std::string line; std::getline(mountinfo, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, mount_point;
+    fields >> id >> parent >> dev >> root >> mount_point;
+    if (mount_point == path) return true;
+  }
+  return false;
+}
+
+int CountOccurrences(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) ++n;
+  return n;
+}
+
+class PublishCrashTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PublishCrashTest, KilledAtStepLeavesCleanNodeAfterRestart) {
+  CERTMOUNT_REQUIRE_ROOT();
+  const std::string step = GetParam();
+  TempDir dir;
+  Daemon daemon(dir.path().string());
+  const std::string hold_file = dir.Sub("held");
+  ASSERT_TRUE(daemon.Start({}, {{"CERTMOUNT_TEST_HOLD_AT", step},
+                                {"CERTMOUNT_TEST_HOLD_FILE", hold_file}}))
+      << daemon.log();
+
+  const std::string parent = daemon.target_root() + "/pod/volumes/kubernetes.io~csi/tls";
+  fs::create_directories(parent);
+  const std::string target = parent + "/mount";
+  const std::string volume_id = "csi-crash";
+  csi::v1::NodePublishVolumeRequest request = KubeletPublishRequest(
+      volume_id, target,
+      {{"csi.cert-manager.io/issuer-name", "local"}, {"csi.cert-manager.io/common-name", "c"}});
+
+  grpc::Status publish_status;
+  std::thread publisher([&] {
+    csi::v1::NodePublishVolumeResponse response;
+    publish_status = daemon.node().NodePublishVolume(CallContext(std::chrono::seconds(60)).get(),
+                                                     request, &response);
+  });
+  // Waits for the driver to announce that it holds at the step (an event).
+  for (int i = 0; i < 600 && !fs::exists(hold_file); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(fs::exists(hold_file)) << daemon.log();
+  daemon.Kill();
+  publisher.join();
+  EXPECT_FALSE(publish_status.ok()) << "the publish must not have returned OK";
+
+  ASSERT_TRUE(daemon.Start()) << daemon.log();
+  SQLite::Database db(daemon.data_root() + "/state.db", SQLite::OPEN_READONLY);
+  const int rows = db.execAndGet("SELECT count(*) FROM volumes").getInt();
+  const std::string volume_dir = daemon.data_root() + "/volumes/" + volume_id;
+  if (step == std::string("committed")) {
+    // The commit is the point of no return: the volume is published, and
+    // kubelet's retry of the call it never saw answered is a no-op success.
+    EXPECT_EQ(rows, 1);
+    EXPECT_TRUE(IsMountPoint(target));
+    csi::v1::NodePublishVolumeResponse response;
+    grpc::Status retry = daemon.node().NodePublishVolume(CallContext().get(), request, &response);
+    EXPECT_TRUE(retry.ok()) << retry.error_message();
+    EXPECT_TRUE(fs::exists(target + "/tls.crt"));
+  } else {
+    EXPECT_EQ(rows, 0);
+    EXPECT_FALSE(IsMountPoint(target));
+    EXPECT_FALSE(fs::exists(volume_dir));
+    EXPECT_TRUE(fs::is_empty(daemon.data_root() + "/volumes"));
+  }
+  daemon.Terminate();
+  // Across both lives, at most the one issuance the held publish made.
+  EXPECT_EQ(CountOccurrences(daemon.log(), "published volume " + volume_id), 0) << daemon.log();
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryStep, PublishCrashTest,
+                         ::testing::Values("registered", "key-generated", "issued", "files-written",
+                                           "mounted", "committed"));
+
+}  // namespace
+}  // namespace certmount::testing

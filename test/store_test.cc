@@ -1,0 +1,432 @@
+// The node-state store against real SQLite files.
+#include "state/store.h"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "support/fake_clock.h"
+#include "support/temp_dir.h"
+
+namespace certmount {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+using namespace std::chrono_literals;
+
+VolumeRecord Volume(const std::string& id) {
+  VolumeRecord volume;
+  volume.volume_id = id;
+  volume.target_path = "/var/lib/kubelet/pods/uid-" + id + "/volumes/certmount/mount";
+  volume.pod_namespace = "ns";
+  volume.pod_name = "pod-" + id;
+  volume.pod_uid = "uid-" + id;
+  volume.service_account = "sa";
+  volume.attributes = {{"certmount.io/common-name", id}, {"certmount.io/issuer", "corp"}};
+  volume.issuer = "corp";
+  return volume;
+}
+
+IssuedCertificateFields Cert(const std::string& serial, int64_t next_issuance_at) {
+  return IssuedCertificateFields{serial, 1'700'000'000, 1'700'086'400, next_issuance_at};
+}
+
+std::vector<std::string> Ids(const std::vector<VolumeRecord>& volumes) {
+  std::vector<std::string> ids;
+  for (const VolumeRecord& volume : volumes) ids.push_back(volume.volume_id);
+  return ids;
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Reopen(); }
+
+  void Reopen() {
+    store_.reset();
+    auto opened = Store::Open(db_path_, clock_);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    store_ = std::move(*opened);
+  }
+
+  VolumeRecord MustGet(const std::string& id) {
+    auto got = store_->GetVolume(id);
+    EXPECT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_TRUE(got.ok() && got->has_value()) << id << " missing";
+    return got.ok() && got->has_value() ? **got : VolumeRecord{};
+  }
+
+  testing::TempDir dir_;
+  const std::string db_path_ = dir_.Sub("state.db");
+  testing::FakeClock clock_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_F(StoreTest, RegisterThenGetReturnsUnmountedRow) {
+  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
+
+  const VolumeRecord got = MustGet("v1");
+  const VolumeRecord want = Volume("v1");
+  EXPECT_EQ(got.target_path, want.target_path);
+  EXPECT_EQ(got.pod_namespace, "ns");
+  EXPECT_EQ(got.pod_name, "pod-v1");
+  EXPECT_EQ(got.pod_uid, "uid-v1");
+  EXPECT_EQ(got.service_account, "sa");
+  EXPECT_EQ(got.attributes, want.attributes);
+  EXPECT_EQ(got.issuer, "corp");
+  EXPECT_FALSE(got.mounted);
+  EXPECT_EQ(got.created_at, clock_.NowUnix());
+  EXPECT_EQ(got.updated_at, clock_.NowUnix());
+  EXPECT_FALSE(got.mounted_at.has_value());
+  EXPECT_TRUE(got.serial.empty());
+  EXPECT_FALSE(got.not_after.has_value());
+  EXPECT_FALSE(got.next_issuance_at.has_value());
+  EXPECT_EQ(got.renewal_attempts, 0);
+}
+
+TEST_F(StoreTest, RegisterIgnoresCertificateFieldsOfTheInput) {
+  VolumeRecord volume = Volume("v1");
+  volume.mounted = true;
+  volume.serial = "ff";
+  volume.created_at = 5;
+  ASSERT_TRUE(store_->RegisterVolume(volume).ok());
+  const VolumeRecord got = MustGet("v1");
+  EXPECT_FALSE(got.mounted);
+  EXPECT_TRUE(got.serial.empty());
+  EXPECT_EQ(got.created_at, clock_.NowUnix());
+}
+
+TEST_F(StoreTest, GetMissingIsEmptyNotError) {
+  auto got = store_->GetVolume("nope");
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(got->has_value());
+}
+
+TEST_F(StoreTest, RegisterTwiceIsAlreadyExistsNamingTheTargetPath) {
+  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
+  VolumeRecord again = Volume("v1");
+  again.target_path = "/elsewhere";
+  const Status status = store_->RegisterVolume(again);
+  EXPECT_EQ(status.code(), Code::kAlreadyExists);
+  EXPECT_THAT(status.message(), HasSubstr(Volume("v1").target_path));
+  EXPECT_EQ(MustGet("v1").target_path, Volume("v1").target_path);
+}
+
+TEST_F(StoreTest, RegisterRejectsMissingIdOrPath) {
+  VolumeRecord no_id = Volume("");
+  EXPECT_EQ(store_->RegisterVolume(no_id).code(), Code::kInvalidArgument);
+  VolumeRecord no_path = Volume("v1");
+  no_path.target_path.clear();
+  EXPECT_EQ(store_->RegisterVolume(no_path).code(), Code::kInvalidArgument);
+  auto all = store_->ListVolumes();
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->empty());
+}
+
+TEST_F(StoreTest, RegisterRefusesServiceAccountTokens) {
+  VolumeRecord volume = Volume("v1");
+  volume.attributes["csi.storage.k8s.io/serviceAccount.tokens"] = R"({"":{"token":"secret"}})";
+  EXPECT_EQ(store_->RegisterVolume(volume).code(), Code::kInvalidArgument);
+  auto got = store_->GetVolume("v1");
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(got->has_value());
+}
+
+TEST_F(StoreTest, RegisterRejectsAttributesThatAreNotUtf8) {
+  VolumeRecord volume = Volume("v1");
+  volume.attributes["bad"] = "\xff\xfe";
+  EXPECT_EQ(store_->RegisterVolume(volume).code(), Code::kInvalidArgument);
+}
+
+TEST_F(StoreTest, MarkMountedRecordsThePublish) {
+  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
+  clock_.Advance(7s);
+  ASSERT_TRUE(store_->MarkMounted("v1", Cert("0a1b", clock_.NowUnix() + 3600)).ok());
+
+  const VolumeRecord got = MustGet("v1");
+  EXPECT_TRUE(got.mounted);
+  EXPECT_EQ(got.mounted_at, clock_.NowUnix());
+  EXPECT_EQ(got.serial, "0a1b");
+  EXPECT_EQ(got.not_before, 1'700'000'000);
+  EXPECT_EQ(got.not_after, 1'700'086'400);
+  EXPECT_EQ(got.next_issuance_at, clock_.NowUnix() + 3600);
+  EXPECT_EQ(got.renewal_attempts, 0);
+  EXPECT_TRUE(got.last_error.empty());
+  EXPECT_EQ(got.created_at, clock_.NowUnix() - 7);
+  EXPECT_EQ(got.updated_at, clock_.NowUnix());
+}
+
+TEST_F(StoreTest, MarkMountedUnknownIsNotFound) {
+  EXPECT_EQ(store_->MarkMounted("nope", Cert("01", 1)).code(), Code::kNotFound);
+}
+
+TEST_F(StoreTest, MarkMountedNeedsASerial) {
+  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
+  EXPECT_EQ(store_->MarkMounted("v1", Cert("", 1)).code(), Code::kInvalidArgument);
+  EXPECT_FALSE(MustGet("v1").mounted);
+}
+
+TEST_F(StoreTest, RenewalFailureThenSuccess) {
+  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
+  ASSERT_TRUE(store_->MarkMounted("v1", Cert("01", 100)).ok());
+
+  clock_.Advance(60s);
+  ASSERT_TRUE(store_->RecordRenewalFailure("v1", 3, 500, "issuer unavailable").ok());
+  VolumeRecord got = MustGet("v1");
+  EXPECT_EQ(got.renewal_attempts, 3);
+  EXPECT_EQ(got.next_issuance_at, 500);
+  EXPECT_EQ(got.last_error, "issuer unavailable");
+  EXPECT_EQ(got.serial, "01");
+  EXPECT_EQ(got.updated_at, clock_.NowUnix());
+
+  clock_.Advance(60s);
+  const IssuedCertificateFields renewed{"02", 2'000, 3'000, 2'500};
+  ASSERT_TRUE(store_->RecordRenewal("v1", renewed).ok());
+  got = MustGet("v1");
+  EXPECT_EQ(got.serial, "02");
+  EXPECT_EQ(got.not_before, 2'000);
+  EXPECT_EQ(got.not_after, 3'000);
+  EXPECT_EQ(got.next_issuance_at, 2'500);
+  EXPECT_EQ(got.renewal_attempts, 0);
+  EXPECT_TRUE(got.last_error.empty());
+  EXPECT_TRUE(got.mounted);
+  EXPECT_EQ(got.updated_at, clock_.NowUnix());
+}
+
+TEST_F(StoreTest, RenewalRecordsNeedAMountedRow) {
+  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
+  EXPECT_EQ(store_->RecordRenewal("v1", Cert("01", 1)).code(), Code::kNotFound);
+  EXPECT_EQ(store_->RecordRenewalFailure("v1", 1, 1, "x").code(), Code::kNotFound);
+  EXPECT_EQ(store_->RecordRenewal("nope", Cert("01", 1)).code(), Code::kNotFound);
+  EXPECT_EQ(store_->RecordRenewalFailure("nope", 1, 1, "x").code(), Code::kNotFound);
+  const VolumeRecord got = MustGet("v1");
+  EXPECT_FALSE(got.mounted);
+  EXPECT_TRUE(got.serial.empty());
+  EXPECT_EQ(got.renewal_attempts, 0);
+}
+
+TEST_F(StoreTest, DeleteReportsWhetherTheRowExisted) {
+  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
+  auto first = store_->DeleteVolume("v1");
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(*first);
+  auto second = store_->DeleteVolume("v1");
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(*second);
+  auto got = store_->GetVolume("v1");
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(got->has_value());
+}
+
+TEST_F(StoreTest, ListsAreOrdered) {
+  for (const char* id : {"c", "a", "d", "b"}) ASSERT_TRUE(store_->RegisterVolume(Volume(id)).ok());
+  ASSERT_TRUE(store_->MarkMounted("c", Cert("0c", 300)).ok());
+  ASSERT_TRUE(store_->MarkMounted("a", Cert("0a", 200)).ok());
+  ASSERT_TRUE(store_->MarkMounted("d", Cert("0d", 100)).ok());
+
+  auto all = store_->ListVolumes();
+  ASSERT_TRUE(all.ok());
+  EXPECT_THAT(Ids(*all), ElementsAre("a", "b", "c", "d"));
+
+  auto due = store_->ListMountedByNextIssuance();
+  ASSERT_TRUE(due.ok());
+  EXPECT_THAT(Ids(*due), ElementsAre("d", "a", "c"));
+}
+
+TEST_F(StoreTest, RowsSurviveReopen) {
+  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
+  ASSERT_TRUE(store_->MarkMounted("v1", Cert("01", 100)).ok());
+  Reopen();
+  const VolumeRecord got = MustGet("v1");
+  EXPECT_TRUE(got.mounted);
+  EXPECT_EQ(got.serial, "01");
+  EXPECT_EQ(got.attributes, Volume("v1").attributes);
+}
+
+TEST_F(StoreTest, StartupCleanupKeepsOnlyRowsStillMounted) {
+  ASSERT_TRUE(store_->RegisterVolume(Volume("still-mounted")).ok());
+  ASSERT_TRUE(store_->MarkMounted("still-mounted", Cert("01", 100)).ok());
+  ASSERT_TRUE(store_->RegisterVolume(Volume("gone-after-reboot")).ok());
+  ASSERT_TRUE(store_->MarkMounted("gone-after-reboot", Cert("02", 100)).ok());
+  ASSERT_TRUE(store_->RegisterVolume(Volume("never-published")).ok());
+
+  std::set<std::string> asked;
+  const std::string kept_path = Volume("still-mounted").target_path;
+  auto result = store_->StartupCleanup([&](const std::string& path) {
+    asked.insert(path);
+    return path == kept_path;
+  });
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+
+  EXPECT_EQ(result->kept, 1);
+  EXPECT_EQ(result->unmounted_by_check, 1);
+  std::vector<std::string> deleted_ids;
+  for (const DeletedVolume& deleted : result->deleted) {
+    deleted_ids.push_back(deleted.volume_id);
+    EXPECT_EQ(deleted.target_path, Volume(deleted.volume_id).target_path);
+  }
+  EXPECT_THAT(deleted_ids, UnorderedElementsAre("gone-after-reboot", "never-published"));
+  // Only mounted rows need the mount check.
+  EXPECT_THAT(asked, UnorderedElementsAre(kept_path, Volume("gone-after-reboot").target_path));
+
+  auto remaining = store_->ListVolumes();
+  ASSERT_TRUE(remaining.ok());
+  EXPECT_THAT(Ids(*remaining), ElementsAre("still-mounted"));
+}
+
+TEST_F(StoreTest, StartupCleanupOnEmptyStore) {
+  auto result = store_->StartupCleanup([](const std::string&) { return true; });
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->kept, 0);
+  EXPECT_EQ(result->unmounted_by_check, 0);
+  EXPECT_TRUE(result->deleted.empty());
+}
+
+TEST_F(StoreTest, DatabaseFilesAreOwnerOnlyEvenWithPermissiveUmask) {
+  store_.reset();
+  std::filesystem::remove(db_path_);
+  const mode_t old_umask = umask(0);
+  Reopen();
+  umask(old_umask);
+  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());  // creates the -wal file
+
+  for (const std::string& path : {db_path_, db_path_ + "-wal"}) {
+    struct stat info {};
+    ASSERT_EQ(stat(path.c_str(), &info), 0) << path;
+    EXPECT_EQ(info.st_mode & 07777, 0600u) << path;
+  }
+}
+
+TEST_F(StoreTest, ExistingWorldReadableFileIsNarrowed) {
+  store_.reset();
+  ASSERT_EQ(chmod(db_path_.c_str(), 0644), 0);
+  Reopen();
+  struct stat info {};
+  ASSERT_EQ(stat(db_path_.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 07777, 0600u);
+}
+
+TEST_F(StoreTest, DatabaseIsInWalMode) {
+  SQLite::Database admin(db_path_, SQLite::OPEN_READONLY);
+  EXPECT_EQ(admin.execAndGet("PRAGMA journal_mode").getString(), "wal");
+}
+
+TEST_F(StoreTest, OpenReaderDoesNotBlockWrites) {
+  ASSERT_TRUE(store_->RegisterVolume(Volume("before")).ok());
+
+  // What an admin's `sqlite3 state.db` session holding a transaction does.
+  SQLite::Database admin(db_path_, SQLite::OPEN_READONLY);
+  admin.exec("BEGIN");
+  EXPECT_EQ(admin.execAndGet("SELECT count(*) FROM volume_status").getInt(), 1);
+
+  ASSERT_TRUE(store_->RegisterVolume(Volume("during")).ok());
+  ASSERT_TRUE(store_->MarkMounted("during", Cert("01", 100)).ok());
+  auto cleanup = store_->StartupCleanup([](const std::string&) { return true; });
+  ASSERT_TRUE(cleanup.ok()) << cleanup.status().ToString();
+  EXPECT_EQ(cleanup->deleted.size(), 1u);  // "before"
+
+  // The reader keeps its snapshot; the store sees its own writes.
+  EXPECT_EQ(admin.execAndGet("SELECT count(*) FROM volumes").getInt(), 1);
+  auto all = store_->ListVolumes();
+  ASSERT_TRUE(all.ok());
+  EXPECT_THAT(Ids(*all), ElementsAre("during"));
+
+  admin.exec("COMMIT");
+  EXPECT_EQ(admin.execAndGet("SELECT volume_id FROM volumes").getString(), "during");
+}
+
+TEST_F(StoreTest, VolumeStatusViewIsReadable) {
+  clock_.SetNowUnix(1'700'000'000);  // 2023-11-14 22:13:20Z
+  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
+  ASSERT_TRUE(store_->MarkMounted("v1", Cert("0a", 1'700'043'200)).ok());
+
+  SQLite::Database admin(db_path_, SQLite::OPEN_READONLY);
+  SQLite::Statement row(admin,
+                        "SELECT pod, mounted, created, not_after, renews_at, expires_in "
+                        "FROM volume_status WHERE volume_id = 'v1'");
+  ASSERT_TRUE(row.executeStep());
+  EXPECT_EQ(row.getColumn(0).getString(), "ns/pod-v1");
+  EXPECT_EQ(row.getColumn(1).getString(), "yes");
+  EXPECT_EQ(row.getColumn(2).getString(), "2023-11-14 22:13:20Z");
+  EXPECT_EQ(row.getColumn(3).getString(), "2023-11-15 22:13:20Z");
+  EXPECT_EQ(row.getColumn(4).getString(), "2023-11-15 10:13:20Z");
+  // Relative to the real now, long after this fixed date.
+  EXPECT_EQ(row.getColumn(5).getString(), "expired");
+}
+
+TEST_F(StoreTest, VolumeStatusShowsTimeLeftInDaysAndHours) {
+  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
+  // The view counts from the real time of the query; 30 s of slack keep the
+  // expected text stable however slowly the test runs.
+  const int64_t real_now = std::time(nullptr);
+  const IssuedCertificateFields cert{"0a", real_now, real_now + 12 * 86400 + 3 * 3600 + 30,
+                                     real_now + 86400};
+  ASSERT_TRUE(store_->MarkMounted("v1", cert).ok());
+  SQLite::Database admin(db_path_, SQLite::OPEN_READONLY);
+  EXPECT_EQ(admin.execAndGet("SELECT expires_in FROM volume_status").getString(), "12d 3h");
+}
+
+TEST_F(StoreTest, UnparsableAttributesAreDataLossNamingTheVolume) {
+  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
+  {
+    SQLite::Database admin(db_path_, SQLite::OPEN_READWRITE);
+    admin.exec(R"(UPDATE volumes SET attributes = '{"n": 1}' WHERE volume_id = 'v1')");
+  }
+  auto got = store_->GetVolume("v1");
+  EXPECT_EQ(got.status().code(), Code::kDataLoss);
+  EXPECT_THAT(got.status().message(), HasSubstr("v1"));
+  auto all = store_->ListVolumes();
+  EXPECT_EQ(all.status().code(), Code::kDataLoss);
+}
+
+TEST_F(StoreTest, DamagedFileIsDataLossNamingTheFile) {
+  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
+  store_.reset();
+  const std::string copy = dir_.Sub("damaged.db");
+  std::filesystem::copy_file(db_path_, copy);
+  {
+    std::fstream file(copy, std::ios::in | std::ios::out | std::ios::binary);
+    const std::string garbage(100, '\x5a');
+    file.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  }
+  auto opened = Store::Open(copy, clock_);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), Code::kDataLoss) << opened.status().ToString();
+  EXPECT_THAT(opened.status().message(), HasSubstr(copy));
+}
+
+TEST_F(StoreTest, UnopenablePathIsInternal) {
+  auto opened = Store::Open(dir_.Sub("missing-dir/state.db"), clock_);
+  EXPECT_EQ(opened.status().code(), Code::kInternal);
+}
+
+TEST_F(StoreTest, ConcurrentCallersAreSerialised) {
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 25;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([this, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const std::string id = "t" + std::to_string(t) + "-" + std::to_string(i);
+        EXPECT_TRUE(store_->RegisterVolume(Volume(id)).ok());
+        EXPECT_TRUE(store_->MarkMounted(id, Cert("01", i)).ok());
+        EXPECT_TRUE(store_->ListMountedByNextIssuance().ok());
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  auto all = store_->ListVolumes();
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), static_cast<size_t>(kThreads * kPerThread));
+}
+
+}  // namespace
+}  // namespace certmount

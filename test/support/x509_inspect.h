@@ -1,0 +1,45 @@
+// Test-side inspection of issued files with OpenSSL, independent of the
+// driver's own parsing code, so a bug there cannot hide a bug in issuance.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace certmount::testing {
+
+struct InspectedCertificate {
+  bool parsed = false;
+  std::string subject;  // RFC 2253 one-line form
+  std::vector<std::string> dns_names;
+  std::vector<std::string> ip_addresses;
+  std::vector<std::string> uris;
+  std::vector<std::string> emails;
+  std::vector<std::string> extended_key_usages;  // short names: serverAuth, clientAuth
+  unsigned key_usage_bits = 0;                   // X509_get_key_usage() bits
+  bool is_ca = false;
+  std::string public_key_type;  // "RSA", "EC", "ED25519"
+  int public_key_bits = 0;
+  std::string serial_hex;
+  long long not_before = 0;
+  long long not_after = 0;
+};
+
+// Parses the first certificate of a PEM file.
+InspectedCertificate InspectCertificateFile(const std::string& path);
+
+// Verifies `leaf_path` (leaf first, maybe intermediates) against the CA
+// bundle at `ca_path` with X509_verify_cert. Empty string on success, else
+// OpenSSL's reason.
+std::string VerifyChain(const std::string& leaf_path, const std::string& ca_path);
+
+// Whether the private key file and the leaf certificate belong together.
+bool KeyMatchesCertificate(const std::string& key_path, const std::string& cert_path);
+
+// The PEM label of the first block in a file, e.g. "EC PRIVATE KEY".
+std::string PemLabel(const std::string& path);
+
+// Opens a PKCS#12 file with a password; true when it parses and holds a key
+// and a certificate.
+bool OpensPkcs12(const std::string& path, const std::string& password);
+
+}  // namespace certmount::testing
