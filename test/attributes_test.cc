@@ -662,7 +662,7 @@ TEST(PodInfoFromContextTest, MissingEntriesAreEmpty) {
   EXPECT_EQ(pod.service_account, "");
 }
 
-TEST(StorableAttributesTest, DropsTokensAndKeepsWhatRenewalNeeds) {
+TEST(StorableAttributesTest, DropsSecretsAndSecretsMergeBackToTheSameSpec) {
   Attributes attributes = With({{std::string(kServiceAccountTokens),
                                  R"({"":{"token":"eyJ...","expirationTimestamp":"2030-01-01"}})"},
                                 {"pkcs12-enable", "true"},
@@ -671,11 +671,17 @@ TEST(StorableAttributesTest, DropsTokensAndKeepsWhatRenewalNeeds) {
   Attributes storable = StorableAttributes(attributes);
   Attributes expected = attributes;
   expected.erase(std::string(kServiceAccountTokens));
+  expected.erase("csi.cert-manager.io/pkcs12-password");
   EXPECT_EQ(storable, expected);
 
-  // The stored copy parses to the same spec as the original.
+  Attributes secrets = SecretAttributes(attributes);
+  EXPECT_EQ(secrets, (Attributes{{"csi.cert-manager.io/pkcs12-password", "pw"}}));
+
+  // The stored copy plus the secrets parses to the same spec as the original.
+  Attributes restored = storable;
+  restored.insert(secrets.begin(), secrets.end());
   Result<CertificateSpec> from_original = ParseAttributes(attributes);
-  Result<CertificateSpec> from_stored = ParseAttributes(storable);
+  Result<CertificateSpec> from_stored = ParseAttributes(restored);
   ASSERT_TRUE(from_original.ok()) << from_original.status().ToString();
   ASSERT_TRUE(from_stored.ok()) << from_stored.status().ToString();
   ExpectSpecEq(*from_stored, *from_original);

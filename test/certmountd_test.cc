@@ -246,8 +246,20 @@ TEST(CertmountdSocket, StaleSocketIsReplacedAndNonSocketRefused) {
   }
   ASSERT_TRUE(daemon.Start()) << daemon.log();
   // A second daemon on the same live socket must refuse, not steal it.
-  Daemon second(dir.path().string());
-  EXPECT_FALSE(second.Start());
+  TempDir other;
+  ProcessResult second = RunProcess({CERTMOUNTD_PATH, "--node-id=n", "--endpoint=" + daemon.endpoint(),
+                                     "--data-root=" + other.Sub("data"),
+                                     "--target-root=" + daemon.target_root()});
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_NE(second.err.find("served by another running process"), std::string::npos) << second.err;
+  // Nor may a second daemon share the data root: its startup cleanup would
+  // delete the first one's in-flight volumes.
+  ProcessResult shared = RunProcess({CERTMOUNTD_PATH, "--node-id=n",
+                                     "--endpoint=unix://" + other.Sub("other.sock"),
+                                     "--data-root=" + daemon.data_root(),
+                                     "--target-root=" + daemon.target_root()});
+  EXPECT_EQ(shared.exit_code, 1);
+  EXPECT_NE(shared.err.find("another certmountd"), std::string::npos) << shared.err;
   csi::v1::ProbeResponse probe;
   EXPECT_TRUE(daemon.identity().Probe(CallContext().get(), {}, &probe).ok());
   daemon.Terminate();

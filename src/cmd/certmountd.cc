@@ -24,6 +24,7 @@
 #include "csi/node_service.h"
 #include "issue/go_duration.h"
 #include "issue/local_ca.h"
+#include "state/data_root_lock.h"
 #include "state/store.h"
 #include "volume/env.h"
 #include "volume/publisher.h"
@@ -132,6 +133,11 @@ int Run(const Flags& flags) {
     return kExitFailure;
   }
 
+  Result<std::unique_ptr<DataRootLock>> lock = DataRootLock::Acquire(flags.data_root);
+  if (!lock.ok()) {
+    spdlog::error("{}", lock.status().message());
+    return kExitFailure;
+  }
   Result<std::unique_ptr<Store>> store = Store::Open(flags.data_root + "/state.db", clock);
   if (!store.ok()) {
     spdlog::error("cannot open node state: {}", store.status().ToString());

@@ -783,7 +783,16 @@ std::map<std::string, std::string> StorableAttributes(
     const std::map<std::string, std::string>& volume_context) {
   std::map<std::string, std::string> storable = volume_context;
   storable.erase(std::string(kServiceAccountTokens));
+  storable.erase(FullKey(kPkcs12Password));
   return storable;
+}
+
+std::map<std::string, std::string> SecretAttributes(
+    const std::map<std::string, std::string>& volume_context) {
+  std::map<std::string, std::string> secrets;
+  auto it = volume_context.find(FullKey(kPkcs12Password));
+  if (it != volume_context.end()) secrets.insert(*it);
+  return secrets;
 }
 
 }  // namespace certmount

@@ -35,14 +35,19 @@ PodInfo PodInfoFromContext(const std::map<std::string, std::string>& volume_cont
 // INVALID_ARGUMENT whose message starts with the offending attribute key.
 Result<CertificateSpec> ParseAttributes(const std::map<std::string, std::string>& volume_context);
 
-// The volume context minus values that must never be written to disk: only
-// csi.storage.k8s.io/serviceAccount.tokens, which holds live bearer tokens
-// (kubelet sends fresh ones on every republish). Everything ParseAttributes
-// needs is kept, so the stored copy re-parses to the same spec on renewal.
-// pkcs12-password is kept on purpose: renewal rewrites the keystore without
-// kubelet, so the password must be available then, and it is already plain
-// text in the pod spec, so the root-only database adds no new exposure.
+// The volume context minus the values that must not be written to the
+// database: csi.storage.k8s.io/serviceAccount.tokens (live bearer tokens;
+// kubelet sends fresh ones on every republish) and
+// csi.cert-manager.io/pkcs12-password. The password is plain text in the pod
+// spec, but admins copy rows of state.db into tickets, so the driver keeps it
+// on the volume's tmpfs instead (see SecretAttributes) and merges it back for
+// renewal.
 std::map<std::string, std::string> StorableAttributes(
+    const std::map<std::string, std::string>& volume_context);
+
+// The attributes StorableAttributes leaves out that ParseAttributes needs
+// again on renewal (today: pkcs12-password), to be kept on the tmpfs.
+std::map<std::string, std::string> SecretAttributes(
     const std::map<std::string, std::string>& volume_context);
 
 }  // namespace certmount

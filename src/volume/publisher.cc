@@ -15,6 +15,7 @@
 #include "volume/mount.h"
 #include "volume/mountinfo.h"
 #include "volume/paths.h"
+#include "volume/volume_layout.h"
 
 namespace certmount {
 
@@ -35,7 +36,7 @@ Publisher::Publisher(PublisherOptions options, Store* store, Issuer* issuer, Env
     : options_(std::move(options)), store_(store), issuer_(issuer), env_(env), clock_(clock) {}
 
 std::string Publisher::VolumeDir(const std::string& volume_id) const {
-  return VolumesRoot(options_.data_root) + "/" + volume_id;
+  return VolumeLayout::For(options_.data_root, volume_id).root;
 }
 
 void Publisher::Step(PublishStep step, const std::string& volume_id) const {
@@ -233,14 +234,17 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
     if (!keystore.ok()) return fail(keystore.status());
     files.push_back({spec.pkcs12_filename, std::move(*keystore), KeyFileMode(ownership)});
   }
-  Status written = WriteFileSet(VolumeDir(volume_id), files, ownership, env_);
+  const VolumeLayout layout = VolumeLayout::For(options_.data_root, volume_id);
+  Status secrets = SaveSecretAttributes(layout, SecretAttributes(request.volume_context), env_);
+  if (!secrets.ok()) return fail(secrets);
+  Status written = WriteFileSet(layout.data, files, ownership, env_);
   if (!written.ok()) return fail(written);
   Step(PublishStep::kFilesWritten, volume_id);
 
   Result<bool> target_created = EnsureTargetDirectory(request.target_path, env_);
   if (!target_created.ok()) return fail(target_created.status());
   created_target = *target_created;
-  Status bound = BindMountReadOnly(VolumeDir(volume_id), request.target_path, env_);
+  Status bound = BindMountReadOnly(layout.data, request.target_path, env_);
   if (!bound.ok()) return fail(bound);
   mounted = true;
   Step(PublishStep::kMounted, volume_id);
