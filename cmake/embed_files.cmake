@@ -2,6 +2,7 @@
 # carries its SQL migrations and needs nothing from disk at run time.
 # Invoked at build time:
 #   cmake -DOUTPUT=out.cc -DHEADER=state/embedded_migrations.h -DFILES="a.sql;b.sql" -P embed_files.cmake
+string(REPLACE "|" ";" FILES "${FILES}")
 list(SORT FILES)
 set(arrays "")
 set(entries "")

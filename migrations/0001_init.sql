@@ -17,6 +17,9 @@ CREATE TABLE volumes (
   pod_name TEXT NOT NULL DEFAULT '',
   pod_uid TEXT NOT NULL DEFAULT '',
   service_account TEXT NOT NULL DEFAULT '',
+  -- The group the volume's files belong to (the fs-group attribute, else
+  -- kubelet's volume_mount_group); NULL: root only.
+  file_group INTEGER CHECK (file_group IS NULL OR file_group BETWEEN 0 AND 4294967294),
   -- JSON object of the volume attributes (string -> string). Never holds a
   -- token or any other secret.
   attributes TEXT NOT NULL

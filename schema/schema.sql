@@ -1,4 +1,4 @@
--- certmount node state: the full schema after all migrations (schema version 1).
+-- certmount node state: the full schema after all migrations (schema version 2).
 --
 -- This file is documentation for admins and the reference the migrations are
 -- tested against: test/migrations_test.cc applies migrations/*.sql to one empty
@@ -34,6 +34,9 @@ CREATE TABLE volumes (
   pod_uid TEXT NOT NULL DEFAULT '',
   -- Service account the pod runs as.
   service_account TEXT NOT NULL DEFAULT '',
+  -- The group the volume's files belong to (the fs-group attribute, else
+  -- kubelet's volume_mount_group); NULL: root only.
+  file_group INTEGER CHECK (file_group IS NULL OR file_group BETWEEN 0 AND 4294967294),
   -- The volume attributes from the pod spec as a JSON object of strings,
   -- e.g. {"certmount.io/common-name":"web"}. Never holds a token or other
   -- secret: certmountd refuses to store kubelet's service account tokens.
@@ -109,3 +112,58 @@ SELECT
   serial,
   target_path
 FROM (SELECT *, not_after - unixepoch() AS seconds_left FROM volumes);
+
+-- issuances: the issuance history, one row per attempt to issue a certificate
+-- for a volume: the publish's first issuance and every renewal, successful or
+-- not (added by migration 0002). certmountd keeps the newest --history-limit
+-- rows (default 10) of each volume and prunes older ones in the same
+-- transaction that appends a row. The rows belong to their volume: deleting
+-- the volume (unpublish, startup cleanup) deletes its history through
+-- ON DELETE CASCADE, so the reference never blocks a delete.
+CREATE TABLE issuances (
+  -- Increasing row id; the newest attempt of a volume has the largest id.
+  id INTEGER PRIMARY KEY,
+  -- The volume the attempt was for.
+  volume_id TEXT NOT NULL REFERENCES volumes (volume_id) ON DELETE CASCADE,
+  -- 'publish' (the first certificate, from NodePublishVolume) or 'renewal'.
+  kind TEXT NOT NULL CHECK (kind IN ('publish', 'renewal')),
+  -- 'ok': a certificate was issued and is now in the volume; 'error': the
+  -- attempt failed and the previous certificate stayed in place.
+  result TEXT NOT NULL CHECK (result IN ('ok', 'error')),
+  -- Serial number (hex) of the certificate issued; NULL for a failure.
+  serial TEXT,
+  -- Validity of that certificate, unix seconds; NULL for a failure.
+  not_before INTEGER,
+  not_after INTEGER,
+  -- When the attempt ended.
+  issued_at INTEGER NOT NULL,
+  -- Name of the issuer asked (e.g. 'local-ca').
+  issuer TEXT NOT NULL DEFAULT '',
+  -- How long the attempt took, milliseconds (key, CSR, issuer, files).
+  duration_ms INTEGER NOT NULL CHECK (duration_ms >= 0),
+  -- Why the attempt failed; NULL for a success.
+  error TEXT,
+  -- A success has a certificate and no error; a failure an error and no
+  -- certificate.
+  CHECK ((result = 'ok' AND serial IS NOT NULL AND not_after IS NOT NULL AND error IS NULL) OR
+         (result = 'error' AND serial IS NULL AND error IS NOT NULL))
+);
+
+-- Serves listing and pruning one volume's history, and the cascade on delete.
+CREATE INDEX issuances_by_volume ON issuances (volume_id, id);
+
+-- issuance_history: a read-only view of `issuances` for admins, newest first
+-- per volume. Times are UTC 'YYYY-MM-DD HH:MM:SSZ'.
+CREATE VIEW issuance_history AS
+SELECT
+  volume_id,
+  kind,
+  result,
+  strftime('%Y-%m-%d %H:%M:%SZ', issued_at, 'unixepoch') AS issued_at,
+  duration_ms,
+  issuer,
+  serial,
+  strftime('%Y-%m-%d %H:%M:%SZ', not_after, 'unixepoch') AS not_after,
+  error
+FROM issuances
+ORDER BY volume_id, id DESC;

@@ -9,7 +9,7 @@ packages=(
   libsqlite3-dev libsqlitecpp-dev sqlite3
   libssl-dev openssl
   libspdlog-dev libfmt-dev
-  libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libcurl4-openssl-dev
+  libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libcurl4-openssl-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev
   util-linux procps
 )

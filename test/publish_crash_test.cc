@@ -94,6 +94,49 @@ TEST_P(PublishCrashTest, KilledAtStepLeavesCleanNodeAfterRestart) {
   EXPECT_EQ(CountOccurrences(daemon.log(), "published volume " + volume_id), 0) << daemon.log();
 }
 
+TEST(PublishInFlightTest, RetryWhileIssuingSharesTheFirstAttemptInsteadOfIssuingAgain) {
+  CERTMOUNT_REQUIRE_ROOT();
+  TempDir dir;
+  Daemon daemon(dir.path().string());
+  const std::string hold_file = dir.Sub("held");
+  ASSERT_TRUE(daemon.Start({"--publish-timeout=2s"}, {{"CERTMOUNT_TEST_HOLD_AT", "key-generated"},
+                                                     {"CERTMOUNT_TEST_HOLD_FILE", hold_file}}))
+      << daemon.log();
+  const std::string parent = daemon.target_root() + "/pod/volumes/kubernetes.io~csi/tls";
+  fs::create_directories(parent);
+  const std::string target = parent + "/mount";
+  csi::v1::NodePublishVolumeRequest request = KubeletPublishRequest(
+      "csi-twice", target,
+      {{"csi.cert-manager.io/issuer-name", "local"}, {"csi.cert-manager.io/common-name", "t"}});
+
+  std::thread first([&] {
+    csi::v1::NodePublishVolumeResponse response;
+    daemon.node().NodePublishVolume(CallContext(std::chrono::seconds(60)).get(), request, &response);
+  });
+  for (int i = 0; i < 600 && !fs::exists(hold_file); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(fs::exists(hold_file)) << daemon.log();
+
+  // kubelet's retry of the same volume and target waits for the first
+  // attempt, and gives up with ABORTED at its own publish timeout.
+  csi::v1::NodePublishVolumeResponse response;
+  grpc::Status retry = daemon.node().NodePublishVolume(CallContext().get(), request, &response);
+  EXPECT_EQ(retry.error_code(), grpc::StatusCode::ABORTED) << retry.error_message();
+  // The same volume id for another target is a conflict, not a second issuance.
+  csi::v1::NodePublishVolumeRequest elsewhere = request;
+  elsewhere.set_target_path(parent + "/other");
+  grpc::Status conflict = daemon.node().NodePublishVolume(CallContext().get(), elsewhere, &response);
+  EXPECT_EQ(conflict.error_code(), grpc::StatusCode::ALREADY_EXISTS) << conflict.error_message();
+
+  daemon.Kill();
+  first.join();
+  std::ifstream held(hold_file);
+  int issuances = 0;
+  for (std::string line; std::getline(held, line);) ++issuances;
+  EXPECT_EQ(issuances, 1) << "only the first attempt may reach key generation";
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryStep, PublishCrashTest,
                          ::testing::Values("registered", "key-generated", "issued", "files-written",
                                            "mounted", "committed"));

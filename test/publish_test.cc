@@ -258,6 +258,25 @@ TEST_F(PublishTest, Pkcs12OpensWithItsPasswordAndCustomFileNames) {
   EXPECT_EQ(ReadAll(daemon_->data_root() + "/state.db").find("s3cret"), std::string::npos);
 }
 
+TEST_F(PublishTest, ServiceAccountTokensNeverReachTheLogOrTheDatabase) {
+  const std::string target = Target("pod-t");
+  std::map<std::string, std::string> attrs = Attrs({{"common-name", "t"}});
+  attrs["csi.storage.k8s.io/serviceAccount.tokens"] =
+      R"({"":{"token":"eyJTOKEN-MUST-NOT-LEAK","expirationTimestamp":"2030-01-01T00:00:00Z"}})";
+  grpc::Status status = Publish("csi-t", target, attrs);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  daemon_->Terminate();  // flushes the WAL into the database file
+  EXPECT_EQ(daemon_->log().find("TOKEN-MUST-NOT-LEAK"), std::string::npos);
+  EXPECT_EQ(ReadAll(daemon_->data_root() + "/state.db").find("TOKEN-MUST-NOT-LEAK"),
+            std::string::npos);
+  EXPECT_EQ(ReadAll(daemon_->data_root() + "/state.db-wal").find("TOKEN-MUST-NOT-LEAK"),
+            std::string::npos);
+  // The private key is not in the log either.
+  const std::string key = ReadAll(target + "/tls.key");
+  ASSERT_FALSE(key.empty());
+  EXPECT_EQ(daemon_->log().find("PRIVATE KEY"), std::string::npos);
+}
+
 TEST_F(PublishTest, BadAttributesAreInvalidArgumentAndLeaveNothing) {
   struct Case {
     std::map<std::string, std::string> attrs;

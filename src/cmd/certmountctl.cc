@@ -9,6 +9,11 @@
 #include <string>
 #include <vector>
 
+#include <yaml-cpp/yaml.h>
+
+#include <cstdio>
+#include <filesystem>
+
 #include "csi.grpc.pb.h"
 
 namespace {
@@ -93,6 +98,88 @@ int Unpublish(const CommonFlags& common, const std::string& volume_id,
   return rc;
 }
 
+struct PodFlags {
+  std::string manifest;
+  std::string driver_name = "csi.certmount.io";
+  std::string target_root = "/var/lib/kubelet/pods";
+  bool unpublish = false;
+};
+
+// A stable, path-safe id for an inline volume of a pod, shaped like
+// kubelet's ("csi-" and hex); FNV-1a because only stability matters here.
+std::string InlineVolumeId(const std::string& pod_uid, const std::string& volume_name) {
+  uint64_t hash = 1469598103934665603ULL;
+  for (char c : pod_uid + "/" + volume_name) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ULL;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(hash));
+  return std::string("csi-") + hex;
+}
+
+std::string Scalar(const YAML::Node& node, const std::string& fallback = "") {
+  return node && node.IsScalar() ? node.as<std::string>() : fallback;
+}
+
+// Replays a Pod manifest as kubelet would: every inline CSI volume of
+// `driver_name` is published (or unpublished) at the path kubelet would use.
+int ReplayPod(const CommonFlags& common, const PodFlags& flags) {
+  YAML::Node pod;
+  try {
+    pod = YAML::LoadFile(flags.manifest);
+  } catch (const YAML::Exception& e) {
+    std::cerr << "certmountctl: " << flags.manifest << ": " << e.what() << "\n";
+    return kExitUsage;
+  }
+  if (Scalar(pod["kind"]) != "Pod") {
+    std::cerr << "certmountctl: " << flags.manifest << " is not a Pod manifest (kind: "
+              << Scalar(pod["kind"], "missing") << ")\n";
+    return kExitUsage;
+  }
+  const std::string name = Scalar(pod["metadata"]["name"], "pod");
+  const std::string namespace_ = Scalar(pod["metadata"]["namespace"], "default");
+  const std::string uid =
+      Scalar(pod["metadata"]["uid"], InlineVolumeId(namespace_, name).substr(4) + "-replayed");
+  PublishFlags publish;
+  publish.pod_name = name;
+  publish.pod_namespace = namespace_;
+  publish.pod_uid = uid;
+  publish.service_account = Scalar(pod["spec"]["serviceAccountName"], "default");
+  publish.volume_mount_group = Scalar(pod["spec"]["securityContext"]["fsGroup"]);
+  int published = 0;
+  for (const YAML::Node& volume : pod["spec"]["volumes"]) {
+    const YAML::Node csi = volume["csi"];
+    if (!csi || Scalar(csi["driver"]) != flags.driver_name) continue;
+    const std::string volume_name = Scalar(volume["name"]);
+    publish.volume_id = InlineVolumeId(uid, volume_name);
+    const std::string parent =
+        flags.target_root + "/" + uid + "/volumes/kubernetes.io~csi/" + volume_name;
+    publish.target_path = parent + "/mount";
+    int rc = 0;
+    if (flags.unpublish) {
+      rc = Unpublish(common, publish.volume_id, publish.target_path);
+    } else {
+      std::error_code ignored;
+      std::filesystem::create_directories(parent, ignored);  // kubelet makes the parent
+      publish.attributes.clear();
+      for (const auto& attribute : csi["volumeAttributes"]) {
+        publish.attributes.push_back(attribute.first.as<std::string>() + "=" +
+                                     attribute.second.as<std::string>());
+      }
+      rc = Publish(common, publish);
+    }
+    if (rc != 0) return rc;
+    ++published;
+  }
+  if (published == 0) {
+    std::cerr << "certmountctl: " << flags.manifest << " has no inline csi volume of driver "
+              << flags.driver_name << "\n";
+    return kExitUsage;
+  }
+  return 0;
+}
+
 int Info(const CommonFlags& common) {
   auto channel = grpc::CreateChannel(common.endpoint, grpc::InsecureChannelCredentials());
   auto identity = csi::v1::Identity::NewStub(channel);
@@ -152,6 +239,15 @@ int main(int argc, char** argv) {
 
   CLI::App* info_cmd = app.add_subcommand("info", "plugin info, readiness, node id, capabilities");
 
+  PodFlags pod;
+  CLI::App* pod_cmd = app.add_subcommand(
+      "pod", "replay a Pod manifest: publish its inline volumes of this driver as kubelet would");
+  pod_cmd->add_option("manifest", pod.manifest, "Pod YAML file")->required();
+  pod_cmd->add_option("--driver-name", pod.driver_name)->capture_default_str();
+  pod_cmd->add_option("--target-root", pod.target_root, "kubelet's pods directory")
+      ->capture_default_str();
+  pod_cmd->add_flag("--unpublish", pod.unpublish, "unpublish the pod's volumes instead");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -167,5 +263,6 @@ int main(int argc, char** argv) {
   if (publish_cmd->parsed()) return Publish(common, publish);
   if (unpublish_cmd->parsed()) return Unpublish(common, unpublish_volume, unpublish_target);
   if (info_cmd->parsed()) return Info(common);
+  if (pod_cmd->parsed()) return ReplayPod(common, pod);
   return kExitUsage;
 }

@@ -24,6 +24,9 @@
 #include "csi/node_service.h"
 #include "issue/go_duration.h"
 #include "issue/local_ca.h"
+#include "renew/renewer.h"
+#include "renew/scheduler.h"
+#include "renew/volume_health.h"
 #include "state/data_root_lock.h"
 #include "state/store.h"
 #include "volume/env.h"
@@ -49,6 +52,12 @@ struct Flags {
   std::string publish_timeout = "60s";
   std::string shutdown_grace = "10s";
   bool mount_tmpfs = true;
+  int max_concurrent_issuance = 4;
+  double issuer_qps = 10;
+  int issuer_burst = 20;
+  std::string renewal_backoff_initial = "30s";
+  std::string renewal_backoff_max = "5m";
+  int history_limit = 10;
 };
 
 // CSI's plugin-name rule: at most 63 characters, alphanumerics at both ends,
@@ -79,7 +88,7 @@ std::function<void(PublishStep, const std::string&)> TestHoldHook() {
   std::string announce = file;
   return [hold_at, announce](PublishStep reached, const std::string& volume_id) {
     if (hold_at != PublishStepName(reached)) return;
-    std::ofstream(announce) << PublishStepName(reached) << " " << volume_id << "\n";
+    std::ofstream(announce, std::ios::app) << PublishStepName(reached) << " " << volume_id << "\n";
     spdlog::warn("test hold at step {} for volume {}", hold_at, volume_id);
     for (;;) pause();
   };
@@ -108,11 +117,21 @@ int Run(const Flags& flags) {
       ParseFlagDuration("--publish-timeout", flags.publish_timeout);
   Result<std::chrono::milliseconds> grace =
       ParseFlagDuration("--shutdown-grace", flags.shutdown_grace);
-  for (const Status* s : {&socket_path.status(), &publish_timeout.status(), &grace.status()}) {
+  Result<std::chrono::milliseconds> backoff_initial =
+      ParseFlagDuration("--renewal-backoff-initial", flags.renewal_backoff_initial);
+  Result<std::chrono::milliseconds> backoff_max =
+      ParseFlagDuration("--renewal-backoff-max", flags.renewal_backoff_max);
+  for (const Status* s : {&socket_path.status(), &publish_timeout.status(), &grace.status(),
+                          &backoff_initial.status(), &backoff_max.status()}) {
     if (!s->ok()) {
       std::cerr << "certmountd: " << s->message() << "\n";
       return kExitUsage;
     }
+  }
+  if (*backoff_initial < std::chrono::seconds(1) || *backoff_max < *backoff_initial) {
+    std::cerr << "certmountd: --renewal-backoff-initial must be at least 1s and at most "
+                 "--renewal-backoff-max\n";
+    return kExitUsage;
   }
   if (flags.issuer != "local-ca") {
     std::cerr << "certmountd: --issuer: unknown issuer \"" << flags.issuer
@@ -159,6 +178,20 @@ int Run(const Flags& flags) {
   options.step_hook = TestHoldHook();
   Publisher publisher(options, store->get(), ca->get(), env, &clock);
 
+  RenewerOptions renewer_options;
+  renewer_options.data_root = flags.data_root;
+  renewer_options.timeout = *publish_timeout;
+  Renewer renewer(renewer_options, ca->get(), env, &clock);
+  SchedulerOptions scheduler_options;
+  scheduler_options.max_concurrent_issuance = flags.max_concurrent_issuance;
+  scheduler_options.issuer_qps = flags.issuer_qps;
+  scheduler_options.issuer_burst = flags.issuer_burst;
+  scheduler_options.backoff.initial =
+      std::chrono::duration_cast<std::chrono::seconds>(*backoff_initial);
+  scheduler_options.backoff.max = std::chrono::duration_cast<std::chrono::seconds>(*backoff_max);
+  scheduler_options.history_limit = flags.history_limit;
+  RenewalScheduler scheduler(scheduler_options, store->get(), &renewer, &clock);
+
   Result<StartupSummary> startup = publisher.Startup();
   if (!startup.ok()) {
     spdlog::error("startup cleanup failed: {}", startup.status().ToString());
@@ -170,15 +203,30 @@ int Run(const Flags& flags) {
       startup->kept, startup->deleted, startup->unmounted_by_check, startup->orphans_removed,
       startup->milliseconds);
 
+  // Only now, with every unmounted row gone, may renewals be scheduled.
+  Result<SchedulerLoadSummary> loaded = scheduler.Load();
+  if (!loaded.ok()) {
+    spdlog::error("cannot load the renewal schedule: {}", loaded.status().ToString());
+    return kExitFailure;
+  }
+  spdlog::info("renewal scheduler: {} volumes, {} overdue spread over {} s", loaded->volumes,
+               loaded->overdue, loaded->spread_seconds);
+  publisher.set_observer(&scheduler);
+  scheduler.Start();
+  VolumeHealthChecker health(flags.data_root, store->get(), env, &clock);
+
   if (Status s = PrepareSocketPath(*socket_path); !s.ok()) {
     spdlog::error("--endpoint: {}", s.ToString());
     return kExitFailure;
   }
   std::atomic<bool> ready{false};
   IdentityService identity(flags.driver_name, CERTMOUNT_VERSION, &ready);
-  NodeService node(flags.node_id, &publisher);
+  NodeService node(flags.node_id, &publisher, &health);
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix://" + *socket_path, grpc::InsecureServerCredentials());
+  // The sync server's pollers notice shutdown only when their completion
+  // queue wait times out; the default (seconds) would stall every SIGTERM.
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::CQ_TIMEOUT_MSEC, 200);
   builder.RegisterService(&identity);
   builder.RegisterService(&node);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -194,6 +242,9 @@ int Run(const Flags& flags) {
   sigwait(&shutdown_signals, &signal_number);
   spdlog::info("received {}, shutting down", strsignal(signal_number));
   ready = false;
+  // No renewal starts from here on; running ones are cancelled and keep their
+  // stored schedule, so the next start retries them on time.
+  scheduler.Stop();
 
   // In-flight calls get the grace period; after it, publishes still issuing
   // are cancelled (and roll back) so that shutdown is bounded.
@@ -250,6 +301,28 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--mount-tmpfs", flags.mount_tmpfs,
                  "mount a tmpfs on <data-root>/volumes unless it is a mount point already")
+      ->capture_default_str();
+  app.add_option("--max-concurrent-issuance", flags.max_concurrent_issuance,
+                 "renewals running at once")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--issuer-qps", flags.issuer_qps,
+                 "renewal requests per second toward the issuer (all volumes together)")
+      ->check(CLI::Range(0.001, 100000.0))
+      ->capture_default_str();
+  app.add_option("--issuer-burst", flags.issuer_burst,
+                 "renewal requests that may go at once after a quiet period")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--renewal-backoff-initial", flags.renewal_backoff_initial,
+                 "delay before retrying a failed renewal; doubles per failure")
+      ->capture_default_str();
+  app.add_option("--renewal-backoff-max", flags.renewal_backoff_max,
+                 "longest delay between retries of a failing renewal")
+      ->capture_default_str();
+  app.add_option("--history-limit", flags.history_limit,
+                 "issuance history rows kept per volume in state.db")
+      ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   try {
     app.parse(argc, argv);

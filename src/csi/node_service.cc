@@ -12,8 +12,14 @@ constexpr char kEphemeralKey[] = "csi.storage.k8s.io/ephemeral";
 
 }  // namespace
 
-NodeService::NodeService(std::string node_id, Publisher* publisher)
-    : node_id_(std::move(node_id)), publisher_(publisher) {}
+NodeService::NodeService(std::string node_id, Publisher* publisher, VolumeHealthChecker* health)
+    : node_id_(std::move(node_id)), publisher_(publisher), health_(health) {}
+
+std::vector<csi::v1::NodeServiceCapability::RPC::Type> NodeCapabilities() {
+  return {csi::v1::NodeServiceCapability::RPC::VOLUME_MOUNT_GROUP,
+          csi::v1::NodeServiceCapability::RPC::GET_VOLUME_STATS,
+          csi::v1::NodeServiceCapability::RPC::VOLUME_CONDITION};
+}
 
 Status CheckPublishArguments(const csi::v1::NodePublishVolumeRequest& request) {
   if (request.volume_id().empty()) return Status::InvalidArgument("volume_id is required");
@@ -74,8 +80,8 @@ grpc::Status NodeService::NodeGetCapabilities(grpc::ServerContext*,
                                               const csi::v1::NodeGetCapabilitiesRequest*,
                                               csi::v1::NodeGetCapabilitiesResponse* response) {
   return RunRpc("NodeGetCapabilities", "", [&] {
-    // Only what is implemented: fsGroup delegation through volume_mount_group.
-    for (auto type : {csi::v1::NodeServiceCapability::RPC::VOLUME_MOUNT_GROUP}) {
+    // Only what is implemented.
+    for (auto type : NodeCapabilities()) {
       response->add_capabilities()->mutable_rpc()->set_type(type);
     }
     return Status::Ok();
@@ -116,9 +122,23 @@ grpc::Status NodeService::NodeExpandVolume(grpc::ServerContext*,
 
 grpc::Status NodeService::NodeGetVolumeStats(grpc::ServerContext*,
                                              const csi::v1::NodeGetVolumeStatsRequest* request,
-                                             csi::v1::NodeGetVolumeStatsResponse*) {
-  return RunRpc("NodeGetVolumeStats", request->volume_id(), [] {
-    return Status::Unimplemented("certmount has no GET_VOLUME_STATS capability yet");
+                                             csi::v1::NodeGetVolumeStatsResponse* response) {
+  return RunRpc("NodeGetVolumeStats", request->volume_id(), [&]() -> Status {
+    if (request->volume_id().empty()) return Status::InvalidArgument("volume_id is required");
+    if (request->volume_path().empty()) return Status::InvalidArgument("volume_path is required");
+    // A malformed id names no volume of ours; CSI wants NOT_FOUND for that.
+    if (!ValidateVolumeId(request->volume_id()).ok()) {
+      return Status::NotFound("no published volume " + request->volume_id());
+    }
+    CERTMOUNT_ASSIGN_OR_RETURN(VolumeHealth health,
+                               health_->Check(request->volume_id(), request->volume_path()));
+    csi::v1::VolumeUsage* bytes = response->add_usage();
+    bytes->set_unit(csi::v1::VolumeUsage::BYTES);
+    bytes->set_used(health.bytes_used);
+    csi::v1::VolumeCondition* condition = response->mutable_volume_condition();
+    condition->set_abnormal(health.abnormal);
+    condition->set_message(health.message);
+    return Status::Ok();
   });
 }
 

@@ -12,6 +12,7 @@ namespace certmount {
 grpc::Status RunRpc(std::string_view method, std::string_view volume_id,
                     const std::function<Status()>& body) {
   const auto started = std::chrono::steady_clock::now();
+  RpcTracker::Instance().Enter();
   Status status;
   try {
     status = body();
@@ -20,6 +21,7 @@ grpc::Status RunRpc(std::string_view method, std::string_view volume_id,
   } catch (...) {
     status = Status::Internal("unexpected non-standard exception");
   }
+  RpcTracker::Instance().Exit();
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
           .count();
@@ -33,6 +35,26 @@ grpc::Status RunRpc(std::string_view method, std::string_view volume_id,
                 status.message());
   }
   return ToGrpcStatus(status);
+}
+
+RpcTracker& RpcTracker::Instance() {
+  static RpcTracker tracker;
+  return tracker;
+}
+
+bool RpcTracker::WaitIdleUntil(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  return idle_.wait_until(lock, deadline, [&] { return running_ == 0; });
+}
+
+void RpcTracker::Enter() {
+  std::lock_guard lock(mu_);
+  ++running_;
+}
+
+void RpcTracker::Exit() {
+  std::lock_guard lock(mu_);
+  if (--running_ == 0) idle_.notify_all();
 }
 
 }  // namespace certmount

@@ -6,7 +6,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <string_view>
 
 #include "common/status.h"
@@ -15,5 +18,22 @@ namespace certmount {
 
 grpc::Status RunRpc(std::string_view method, std::string_view volume_id,
                     const std::function<Status()>& body);
+
+// How many RunRpc bodies are running. Shutdown waits on this rather than on
+// gRPC's own Shutdown deadline, which also waits out idle connections (and
+// kubelet keeps one open all the time).
+class RpcTracker {
+ public:
+  static RpcTracker& Instance();
+  // Returns true once no handler runs, false if `deadline` came first.
+  bool WaitIdleUntil(std::chrono::steady_clock::time_point deadline);
+  void Enter();
+  void Exit();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable idle_;
+  int running_ = 0;
+};
 
 }  // namespace certmount

@@ -2,6 +2,7 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include <algorithm>
 #include <exception>
 #include <utility>
 
@@ -22,7 +23,7 @@ constexpr char kServiceAccountTokensKey[] = "csi.storage.k8s.io/serviceAccount.t
 constexpr char kSelectColumns[] =
     "SELECT volume_id, target_path, pod_namespace, pod_name, pod_uid, service_account, "
     "attributes, issuer, mounted, created_at, mounted_at, serial, not_before, not_after, "
-    "next_issuance_at, renewal_attempts, last_error, updated_at FROM volumes ";
+    "next_issuance_at, renewal_attempts, last_error, updated_at, file_group FROM volumes ";
 
 // Runs `body`, turning any exception into a Status so none escapes the Store.
 template <typename Body>
@@ -72,6 +73,7 @@ Result<VolumeRecord> VolumeFromRow(const SQLite::Statement& row) {
   volume.renewal_attempts = row.getColumn(15).getInt64();
   volume.last_error = row.getColumn(16).getString();
   volume.updated_at = row.getColumn(17).getInt64();
+  volume.file_group = OptionalInt(row.getColumn(18));
   return volume;
 }
 
@@ -114,7 +116,7 @@ Status InsertVolume(SQLite::Database& db, const VolumeRecord& volume, int64_t no
   SQLite::Statement insert(db,
                            "INSERT INTO volumes (volume_id, target_path, pod_namespace, pod_name, "
                            "pod_uid, service_account, attributes, issuer, mounted, created_at, "
-                           "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)");
+                           "updated_at, file_group) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)");
   insert.bind(1, volume.volume_id);
   insert.bind(2, volume.target_path);
   insert.bind(3, volume.pod_namespace);
@@ -125,6 +127,11 @@ Status InsertVolume(SQLite::Database& db, const VolumeRecord& volume, int64_t no
   insert.bind(8, volume.issuer);
   insert.bind(9, now);
   insert.bind(10, now);
+  if (volume.file_group.has_value()) {
+    insert.bind(11, static_cast<int64_t>(*volume.file_group));
+  } else {
+    insert.bind(11);
+  }
   insert.exec();
   return Status::Ok();
 }
@@ -146,6 +153,96 @@ Status UpdateMounted(SQLite::Database& db, const std::string& volume_id,
   update.bind(7, volume_id);
   if (update.exec() == 0) return Status::NotFound("no volume " + volume_id + " to mark mounted");
   return Status::Ok();
+}
+
+Status UpdateRenewed(SQLite::Database& db, const std::string& volume_id,
+                     const IssuedCertificateFields& cert, int64_t now) {
+  CERTMOUNT_RETURN_IF_ERROR(ValidateCertificate(volume_id, cert));
+  SQLite::Statement update(db,
+                           "UPDATE volumes SET serial = ?, not_before = ?, not_after = ?, "
+                           "next_issuance_at = ?, renewal_attempts = 0, last_error = NULL, "
+                           "updated_at = ? WHERE volume_id = ? AND mounted = 1");
+  update.bind(1, cert.serial);
+  update.bind(2, cert.not_before);
+  update.bind(3, cert.not_after);
+  update.bind(4, cert.next_issuance_at);
+  update.bind(5, now);
+  update.bind(6, volume_id);
+  if (update.exec() == 0) return Status::NotFound("no mounted volume " + volume_id);
+  return Status::Ok();
+}
+
+Status UpdateFailed(SQLite::Database& db, const std::string& volume_id, int64_t attempts,
+                    int64_t next_attempt_at, const std::string& error, int64_t now) {
+  SQLite::Statement update(db,
+                           "UPDATE volumes SET renewal_attempts = ?, next_issuance_at = ?, "
+                           "last_error = ?, updated_at = ? WHERE volume_id = ? AND mounted = 1");
+  update.bind(1, attempts);
+  update.bind(2, next_attempt_at);
+  BindOptional(update, 3, error);
+  update.bind(4, now);
+  update.bind(5, volume_id);
+  if (update.exec() == 0) return Status::NotFound("no mounted volume " + volume_id);
+  return Status::Ok();
+}
+
+const char* KindName(IssuanceKind kind) {
+  return kind == IssuanceKind::kPublish ? "publish" : "renewal";
+}
+
+// Appends one history row (a success when `cert` is given, else a failure
+// with `error`) and prunes the volume's history to the newest `limit` rows.
+// Expects an open transaction in which the volume row was just updated.
+void AppendHistory(SQLite::Database& db, const std::string& volume_id, IssuanceKind kind,
+                   const IssuedCertificateFields* cert, const std::string& error,
+                   const IssuanceAttempt& attempt, int limit, int64_t now) {
+  SQLite::Statement insert(db,
+                           "INSERT INTO issuances (volume_id, kind, result, serial, not_before, "
+                           "not_after, issued_at, issuer, duration_ms, error) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  insert.bind(1, volume_id);
+  insert.bind(2, KindName(kind));
+  insert.bind(3, cert != nullptr ? "ok" : "error");
+  if (cert != nullptr) {
+    insert.bind(4, cert->serial);
+    insert.bind(5, cert->not_before);
+    insert.bind(6, cert->not_after);
+    insert.bind(10);
+  } else {
+    insert.bind(4);
+    insert.bind(5);
+    insert.bind(6);
+    insert.bind(10, error);
+  }
+  insert.bind(7, now);
+  insert.bind(8, attempt.issuer);
+  insert.bind(9, std::max<int64_t>(0, attempt.duration_ms));
+  insert.exec();
+
+  SQLite::Statement prune(db,
+                          "DELETE FROM issuances WHERE volume_id = ?1 AND id NOT IN "
+                          "(SELECT id FROM issuances WHERE volume_id = ?1 "
+                          "ORDER BY id DESC LIMIT ?2)");
+  prune.bind(1, volume_id);
+  prune.bind(2, std::max(1, limit));
+  prune.exec();
+}
+
+IssuanceRecord IssuanceFromRow(const SQLite::Statement& row) {
+  IssuanceRecord record;
+  record.id = row.getColumn(0).getInt64();
+  record.volume_id = row.getColumn(1).getString();
+  record.kind = row.getColumn(2).getString() == "publish" ? IssuanceKind::kPublish
+                                                          : IssuanceKind::kRenewal;
+  record.ok = row.getColumn(3).getString() == "ok";
+  record.serial = row.getColumn(4).getString();
+  record.not_before = OptionalInt(row.getColumn(5));
+  record.not_after = OptionalInt(row.getColumn(6));
+  record.issued_at = row.getColumn(7).getInt64();
+  record.issuer = row.getColumn(8).getString();
+  record.duration_ms = row.getColumn(9).getInt64();
+  record.error = row.getColumn(10).getString();
+  return record;
 }
 
 Status ApplyConnectionSettings(SQLite::Database& db) {
@@ -208,38 +305,80 @@ Status Store::MarkMounted(const std::string& volume_id, const IssuedCertificateF
 
 Status Store::RecordRenewal(const std::string& volume_id, const IssuedCertificateFields& cert) {
   std::lock_guard lock(mutex_);
-  return Guarded(db_path_, "recording renewal of volume " + volume_id, [&]() -> Status {
-    CERTMOUNT_RETURN_IF_ERROR(ValidateCertificate(volume_id, cert));
-    SQLite::Statement update(*db_,
-                             "UPDATE volumes SET serial = ?, not_before = ?, not_after = ?, "
-                             "next_issuance_at = ?, renewal_attempts = 0, last_error = NULL, "
-                             "updated_at = ? WHERE volume_id = ? AND mounted = 1");
-    update.bind(1, cert.serial);
-    update.bind(2, cert.not_before);
-    update.bind(3, cert.not_after);
-    update.bind(4, cert.next_issuance_at);
-    update.bind(5, clock_.NowUnix());
-    update.bind(6, volume_id);
-    if (update.exec() == 0) return Status::NotFound("no mounted volume " + volume_id);
-    return Status::Ok();
-  });
+  return Guarded(db_path_, "recording renewal of volume " + volume_id,
+                 [&]() { return UpdateRenewed(*db_, volume_id, cert, clock_.NowUnix()); });
 }
 
 Status Store::RecordRenewalFailure(const std::string& volume_id, int64_t attempts,
                                    int64_t next_attempt_at, const std::string& error) {
   std::lock_guard lock(mutex_);
-  return Guarded(db_path_, "recording failed renewal of volume " + volume_id, [&]() -> Status {
-    SQLite::Statement update(*db_,
-                             "UPDATE volumes SET renewal_attempts = ?, next_issuance_at = ?, "
-                             "last_error = ?, updated_at = ? WHERE volume_id = ? AND mounted = 1");
-    update.bind(1, attempts);
-    update.bind(2, next_attempt_at);
-    BindOptional(update, 3, error);
-    update.bind(4, clock_.NowUnix());
-    update.bind(5, volume_id);
-    if (update.exec() == 0) return Status::NotFound("no mounted volume " + volume_id);
+  return Guarded(db_path_, "recording failed renewal of volume " + volume_id, [&]() {
+    return UpdateFailed(*db_, volume_id, attempts, next_attempt_at, error, clock_.NowUnix());
+  });
+}
+
+Status Store::MarkMountedWithHistory(const std::string& volume_id,
+                                     const IssuedCertificateFields& cert,
+                                     const IssuanceAttempt& attempt, int history_limit) {
+  std::lock_guard lock(mutex_);
+  return Guarded(db_path_, "marking volume " + volume_id + " mounted", [&]() -> Status {
+    const int64_t now = clock_.NowUnix();
+    SQLite::Transaction transaction(*db_, SQLite::TransactionBehavior::IMMEDIATE);
+    CERTMOUNT_RETURN_IF_ERROR(UpdateMounted(*db_, volume_id, cert, now));
+    AppendHistory(*db_, volume_id, IssuanceKind::kPublish, &cert, "", attempt, history_limit, now);
+    transaction.commit();
     return Status::Ok();
   });
+}
+
+Status Store::RecordRenewalWithHistory(const std::string& volume_id,
+                                       const IssuedCertificateFields& cert,
+                                       const IssuanceAttempt& attempt, int history_limit) {
+  std::lock_guard lock(mutex_);
+  return Guarded(db_path_, "recording renewal of volume " + volume_id, [&]() -> Status {
+    const int64_t now = clock_.NowUnix();
+    SQLite::Transaction transaction(*db_, SQLite::TransactionBehavior::IMMEDIATE);
+    CERTMOUNT_RETURN_IF_ERROR(UpdateRenewed(*db_, volume_id, cert, now));
+    AppendHistory(*db_, volume_id, IssuanceKind::kRenewal, &cert, "", attempt, history_limit,
+                  now);
+    transaction.commit();
+    return Status::Ok();
+  });
+}
+
+Status Store::RecordRenewalFailureWithHistory(const std::string& volume_id, int64_t attempts,
+                                              int64_t next_attempt_at, const std::string& error,
+                                              const IssuanceAttempt& attempt,
+                                              int history_limit) {
+  if (error.empty()) {
+    return Status::InvalidArgument("volume " + volume_id + ": a failed renewal needs its error");
+  }
+  std::lock_guard lock(mutex_);
+  return Guarded(db_path_, "recording failed renewal of volume " + volume_id, [&]() -> Status {
+    const int64_t now = clock_.NowUnix();
+    SQLite::Transaction transaction(*db_, SQLite::TransactionBehavior::IMMEDIATE);
+    CERTMOUNT_RETURN_IF_ERROR(UpdateFailed(*db_, volume_id, attempts, next_attempt_at, error, now));
+    AppendHistory(*db_, volume_id, IssuanceKind::kRenewal, nullptr, error, attempt,
+                  history_limit, now);
+    transaction.commit();
+    return Status::Ok();
+  });
+}
+
+Result<std::vector<IssuanceRecord>> Store::ListIssuances(const std::string& volume_id) {
+  std::lock_guard lock(mutex_);
+  return Guarded(db_path_, "listing issuances of volume " + volume_id,
+                 [&]() -> Result<std::vector<IssuanceRecord>> {
+                   SQLite::Statement query(
+                       *db_,
+                       "SELECT id, volume_id, kind, result, serial, not_before, not_after, "
+                       "issued_at, issuer, duration_ms, error FROM issuances "
+                       "WHERE volume_id = ? ORDER BY id DESC");
+                   query.bind(1, volume_id);
+                   std::vector<IssuanceRecord> records;
+                   while (query.executeStep()) records.push_back(IssuanceFromRow(query));
+                   return records;
+                 });
 }
 
 Result<bool> Store::DeleteVolume(const std::string& volume_id) {

@@ -65,6 +65,32 @@ class Store {
   Status RecordRenewalFailure(const std::string& volume_id, int64_t attempts,
                               int64_t next_attempt_at, const std::string& error);
 
+  // The history table: every issuance attempt appends one row to
+  // `issuances`; the functions below change the volume row and append the
+  // history row in ONE transaction, then keep only the newest
+  // `history_limit` rows of that volume (at least 1 is always kept). Deleting
+  // the volume deletes its history (ON DELETE CASCADE).
+
+  // MarkMounted plus a 'publish'/'ok' history row with `cert`'s fields.
+  Status MarkMountedWithHistory(const std::string& volume_id, const IssuedCertificateFields& cert,
+                                const IssuanceAttempt& attempt, int history_limit);
+
+  // RecordRenewal plus a 'renewal'/'ok' history row with `cert`'s fields.
+  // NOT_FOUND (and no history row) unless the row exists and is mounted.
+  Status RecordRenewalWithHistory(const std::string& volume_id,
+                                  const IssuedCertificateFields& cert,
+                                  const IssuanceAttempt& attempt, int history_limit);
+
+  // RecordRenewalFailure plus a 'renewal'/'error' history row holding
+  // `error`. NOT_FOUND (and no history row) unless the row exists and is
+  // mounted; INVALID_ARGUMENT for an empty error.
+  Status RecordRenewalFailureWithHistory(const std::string& volume_id, int64_t attempts,
+                                         int64_t next_attempt_at, const std::string& error,
+                                         const IssuanceAttempt& attempt, int history_limit);
+
+  // The volume's history rows, newest first. Empty for an unknown volume.
+  Result<std::vector<IssuanceRecord>> ListIssuances(const std::string& volume_id);
+
   // Deletes the row. True if it existed, false (still OK) if there was none.
   Result<bool> DeleteVolume(const std::string& volume_id);
 

@@ -18,6 +18,8 @@ struct VolumeRecord {
   std::string pod_name;
   std::string pod_uid;
   std::string service_account;
+  // Group owning the files (fs-group, else kubelet's volume_mount_group).
+  std::optional<uint32_t> file_group;
   std::map<std::string, std::string> attributes;  // never a token or other secret
   std::string issuer;
   bool mounted = false;
@@ -38,6 +40,32 @@ struct IssuedCertificateFields {
   int64_t not_before = 0;
   int64_t not_after = 0;
   int64_t next_issuance_at = 0;  // when the scheduler should renew it
+};
+
+// What kind of issuance a history row records.
+enum class IssuanceKind { kPublish, kRenewal };
+
+// How one issuance attempt went, as the caller measured it; the store adds
+// the outcome (certificate fields or error) and stamps issued_at.
+struct IssuanceAttempt {
+  std::string issuer;       // the issuer's Name()
+  int64_t duration_ms = 0;  // from start of the attempt to its end
+};
+
+// One row of the `issuances` history table (newest rows have the largest id).
+// Empty strings stand for SQL NULL in serial and error.
+struct IssuanceRecord {
+  int64_t id = 0;
+  std::string volume_id;
+  IssuanceKind kind = IssuanceKind::kRenewal;
+  bool ok = false;  // result 'ok' (true) or 'error'
+  std::string serial;
+  std::optional<int64_t> not_before;
+  std::optional<int64_t> not_after;
+  int64_t issued_at = 0;
+  std::string issuer;
+  int64_t duration_ms = 0;
+  std::string error;
 };
 
 struct DeletedVolume {

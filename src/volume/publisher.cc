@@ -6,12 +6,8 @@
 #include <set>
 
 #include "issue/attributes.h"
-#include "issue/certificate_info.h"
-#include "issue/csr.h"
-#include "issue/pkcs12.h"
-#include "issue/private_key.h"
-#include "issue/renewal_time.h"
 #include "volume/atomic_writer.h"
+#include "volume/issuance.h"
 #include "volume/mount.h"
 #include "volume/mountinfo.h"
 #include "volume/paths.h"
@@ -72,8 +68,15 @@ Result<StartupSummary> Publisher::Startup() {
                      unmounted.ToString());
       }
     }
+    Status removed = RemoveVolumeDir(VolumeDir(deleted.volume_id), env_);
+    if (!removed.ok()) {
+      spdlog::warn("startup cleanup: cannot remove files of {}: {}", deleted.volume_id,
+                   removed.ToString());
+    }
   }
 
+  // Directories without a row: left by a crash between a commit that
+  // deleted the row and the removal of its files.
   CERTMOUNT_ASSIGN_OR_RETURN(std::vector<VolumeRecord> rows, store_->ListVolumes());
   std::set<std::string> known;
   for (const VolumeRecord& row : rows) known.insert(row.volume_id);
@@ -87,8 +90,6 @@ Result<StartupSummary> Publisher::Startup() {
       spdlog::warn("startup cleanup: cannot remove {}: {}", name, removed.ToString());
     }
   }
-  // Deleted rows' directories were counted as orphans above; report them once.
-  summary.orphans_removed -= std::min(summary.orphans_removed, summary.deleted);
   summary.milliseconds = std::chrono::duration_cast<std::chrono::milliseconds>(
                              clock_->SteadyNow() - started)
                              .count();
@@ -188,6 +189,7 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
   record.service_account = pod.service_account;
   record.attributes = StorableAttributes(request.volume_context);
   record.issuer = issuer_->Name();
+  record.file_group = gid;
   CERTMOUNT_RETURN_IF_ERROR(store_->RegisterVolume(record));
   Step(PublishStep::kRegistered, volume_id);
 
@@ -198,48 +200,24 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
     return status;
   };
 
-  Result<PrivateKey> key = PrivateKey::Generate(spec.key_algorithm, spec.key_size);
-  if (!key.ok()) return fail(key.status());
-  Result<std::string> key_pem = key->ToPem(spec.key_encoding);
-  if (!key_pem.ok()) return fail(key_pem.status());
-  Result<std::string> csr = BuildCsrPem(*key, spec);
-  if (!csr.ok()) return fail(csr.status());
-  Step(PublishStep::kKeyGenerated, volume_id);
-
-  IssueInput input;
-  input.volume_id = volume_id;
-  input.csr_pem = *csr;
-  input.spec = &spec;
-  input.pod = pod;
-  Result<IssuedCertificate> issued = issuer_->Issue(input, deadline, stop);
-  if (!issued.ok()) return fail(issued.status().WithContext("issuer " + issuer_->Name()));
-  Result<CertificateInfo> info = ParseLeafCertificate(issued->certificate_chain_pem);
-  if (!info.ok()) {
-    return fail(Status::Unavailable("issuer " + issuer_->Name() +
-                                    " returned an unreadable certificate: " +
-                                    info.status().message()));
-  }
-  if (stop.stop_requested()) return fail(Status::Aborted("publish cancelled"));
-  Step(PublishStep::kIssued, volume_id);
-
-  const FileOwnership ownership{gid};
-  std::vector<FileEntry> files = {
-      {spec.certificate_file, issued->certificate_chain_pem, CertFileMode(ownership)},
-      {spec.private_key_file, std::move(*key_pem), KeyFileMode(ownership)},
-      {spec.ca_file, issued->ca_pem, CertFileMode(ownership)},
-  };
-  if (spec.pkcs12_enable) {
-    Result<std::string> keystore =
-        BuildPkcs12(*key, issued->certificate_chain_pem, issued->ca_pem, spec.pkcs12_password);
-    if (!keystore.ok()) return fail(keystore.status());
-    files.push_back({spec.pkcs12_filename, std::move(*keystore), KeyFileMode(ownership)});
-  }
   const VolumeLayout layout = VolumeLayout::For(options_.data_root, volume_id);
   Status secrets = SaveSecretAttributes(layout, SecretAttributes(request.volume_context), env_);
   if (!secrets.ok()) return fail(secrets);
-  Status written = WriteFileSet(layout.data, files, ownership, env_);
-  if (!written.ok()) return fail(written);
-  Step(PublishStep::kFilesWritten, volume_id);
+  IssuanceRequest issuance;
+  issuance.volume_id = volume_id;
+  issuance.spec = &spec;
+  issuance.pod = pod;
+  issuance.layout = layout;
+  issuance.ownership = FileOwnership{gid};
+  issuance.on_step = [&](IssuanceStep step) {
+    switch (step) {
+      case IssuanceStep::kKeyGenerated: Step(PublishStep::kKeyGenerated, volume_id); break;
+      case IssuanceStep::kIssued: Step(PublishStep::kIssued, volume_id); break;
+      case IssuanceStep::kFilesWritten: Step(PublishStep::kFilesWritten, volume_id); break;
+    }
+  };
+  Result<IssuedCertificateFields> fields = IssueIntoVolume(issuance, issuer_, env_, deadline, stop);
+  if (!fields.ok()) return fail(fields.status());
 
   Result<bool> target_created = EnsureTargetDirectory(request.target_path, env_);
   if (!target_created.ok()) return fail(target_created.status());
@@ -249,12 +227,7 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
   mounted = true;
   Step(PublishStep::kMounted, volume_id);
 
-  IssuedCertificateFields fields;
-  fields.serial = info->serial_hex;
-  fields.not_before = info->not_before;
-  fields.not_after = info->not_after;
-  fields.next_issuance_at = NextIssuanceAt(info->not_before, info->not_after, spec.renew_before);
-  Status committed = store_->MarkMounted(volume_id, fields);
+  Status committed = store_->MarkMounted(volume_id, *fields);
   if (!committed.ok()) return fail(committed);
   Step(PublishStep::kCommitted, volume_id);
 
@@ -263,7 +236,7 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
     if (row.ok() && row->has_value()) observer_->OnMounted(**row);
   }
   spdlog::info("published volume {} at {} serial {} not_after {}", volume_id,
-               request.target_path, fields.serial, fields.not_after);
+               request.target_path, fields->serial, fields->not_after);
   return Status::Ok();
 }
 

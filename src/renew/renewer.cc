@@ -1,0 +1,39 @@
+#include "renew/renewer.h"
+
+#include "issue/attributes.h"
+#include "volume/issuance.h"
+#include "volume/volume_layout.h"
+
+namespace certmount {
+
+Renewer::Renewer(RenewerOptions options, Issuer* issuer, Env* env, const Clock* clock)
+    : options_(std::move(options)), issuer_(issuer), env_(env), clock_(clock) {}
+
+Result<IssuedCertificateFields> Renewer::Renew(const VolumeRecord& volume, std::stop_token stop) {
+  const auto deadline = clock_->SteadyNow() + options_.timeout;
+  const VolumeLayout layout = VolumeLayout::For(options_.data_root, volume.volume_id);
+  // WriteFileSet would create a missing directory; after an unpublish (or an
+  // admin's rm) that would only leave files no pod can see.
+  Result<FileStat> data = env_->LStat(layout.data);
+  if (!data.ok() || data->type != FileStat::Type::kDirectory) {
+    return Status::FailedPrecondition("volume " + volume.volume_id + ": data directory " +
+                                      layout.data + " is missing");
+  }
+
+  std::map<std::string, std::string> attributes = volume.attributes;
+  CERTMOUNT_ASSIGN_OR_RETURN(auto secrets, LoadSecretAttributes(layout, env_));
+  for (auto& [key, value] : secrets) attributes[key] = std::move(value);
+  Result<CertificateSpec> spec = ParseAttributes(attributes);
+  if (!spec.ok()) return spec.status().WithContext("volume " + volume.volume_id + " attributes");
+
+  IssuanceRequest request;
+  request.volume_id = volume.volume_id;
+  request.spec = &*spec;
+  request.pod = PodInfoFromContext(attributes);
+  request.layout = layout;
+  if (volume.file_group.has_value()) request.ownership.gid = static_cast<gid_t>(*volume.file_group);
+  request.reuse_existing_key = spec->reuse_private_key;
+  return IssueIntoVolume(request, issuer_, env_, deadline, std::move(stop));
+}
+
+}  // namespace certmount

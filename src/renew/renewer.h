@@ -1,0 +1,49 @@
+// One renewal of one mounted volume: the certificate is issued again, from
+// the same attributes, into the volume's existing data directory, so the pod
+// sees the new files through the bind mount it already has.
+#pragma once
+
+#include <chrono>
+#include <stop_token>
+#include <string>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "issue/issuer.h"
+#include "state/volume_record.h"
+#include "volume/env.h"
+
+namespace certmount {
+
+struct RenewerOptions {
+  std::string data_root;
+  // Bound on one issuance; certmountd passes --publish-timeout.
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+};
+
+class Renewer {
+ public:
+  // `issuer`, `env` and `clock` must outlive the Renewer.
+  Renewer(RenewerOptions options, Issuer* issuer, Env* env, const Clock* clock);
+
+  // Rebuilds the CertificateSpec from `volume.attributes` plus the secret
+  // attributes kept in the volume's private directory, and issues into the
+  // volume (IssueIntoVolume) with the pod's key reused when the spec asks
+  // for it, the files owned by `volume.file_group`, and a deadline of now +
+  // timeout. On failure the volume's previous files stay as they were.
+  // FAILED_PRECONDITION, without writing, when the volume's data directory
+  // is gone: a new one would not be the directory the pod has mounted.
+  // Thread-safe for different volumes; calls for one volume must not overlap.
+  Result<IssuedCertificateFields> Renew(const VolumeRecord& volume, std::stop_token stop);
+
+  // The issuer's name, for the history table.
+  std::string issuer_name() const { return issuer_->Name(); }
+
+ private:
+  RenewerOptions options_;
+  Issuer* issuer_;
+  Env* env_;
+  const Clock* clock_;
+};
+
+}  // namespace certmount

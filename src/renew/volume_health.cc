@@ -1,0 +1,117 @@
+#include "renew/volume_health.h"
+
+#include <time.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "issue/attributes.h"
+#include "volume/volume_layout.h"
+
+namespace certmount {
+
+namespace {
+
+std::string Normalised(const std::string& path) {
+  std::string normal = std::filesystem::path(path).lexically_normal().string();
+  while (normal.size() > 1 && normal.back() == '/') normal.pop_back();
+  return normal;
+}
+
+// Sizes of the regular files below `dir`, never following a symlink (the
+// visible names are links into the current generation, counted once there).
+int64_t BytesUnder(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  int64_t total = 0;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::none, error);
+  for (; !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
+    std::error_code stat_error;
+    const fs::file_status status = it->symlink_status(stat_error);
+    if (stat_error || !fs::is_regular_file(status)) continue;
+    const uintmax_t size = it->file_size(stat_error);
+    if (!stat_error) total += static_cast<int64_t>(size);
+  }
+  return total;
+}
+
+}  // namespace
+
+std::string FormatUnixTime(int64_t unix_seconds) {
+  const time_t time = static_cast<time_t>(unix_seconds);
+  struct tm utc {};
+  gmtime_r(&time, &utc);
+  char text[32];
+  strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+VolumeHealthChecker::VolumeHealthChecker(std::string data_root, Store* store, Env* env,
+                                         const Clock* clock)
+    : data_root_(std::move(data_root)), store_(store), env_(env), clock_(clock) {}
+
+Result<VolumeHealth> VolumeHealthChecker::Check(const std::string& volume_id,
+                                                const std::string& volume_path) {
+  CERTMOUNT_ASSIGN_OR_RETURN(std::optional<VolumeRecord> row, store_->GetVolume(volume_id));
+  if (!row.has_value() || !row->mounted) {
+    return Status::NotFound("no published volume " + volume_id);
+  }
+  if (Normalised(row->target_path) != Normalised(volume_path)) {
+    return Status::NotFound("volume " + volume_id + " is not published at " + volume_path);
+  }
+  const VolumeRecord& volume = *row;
+  const VolumeLayout layout = VolumeLayout::For(data_root_, volume_id);
+  const int64_t now = clock_->NowUnix();
+
+  VolumeHealth health;
+  health.bytes_used = BytesUnder(layout.data);
+  std::vector<std::string> problems;
+  if (volume.not_after.has_value() && *volume.not_after <= now) {
+    problems.push_back("certificate " + volume.serial + " expired at " +
+                       FormatUnixTime(*volume.not_after));
+  }
+  if (volume.renewal_attempts > 0) {
+    std::string failing = "renewal failing: " + std::to_string(volume.renewal_attempts) +
+                          " failed attempt" + (volume.renewal_attempts == 1 ? "" : "s");
+    if (!volume.last_error.empty()) failing += ", last error: " + volume.last_error;
+    if (volume.next_issuance_at.has_value()) {
+      failing += ", next attempt at " + FormatUnixTime(*volume.next_issuance_at);
+    }
+    problems.push_back(failing);
+  }
+
+  // The names come from the pod's attributes; read through the target path,
+  // which is what the pod sees.
+  std::map<std::string, std::string> attributes = volume.attributes;
+  Result<std::map<std::string, std::string>> secrets = LoadSecretAttributes(layout, env_);
+  if (secrets.ok()) attributes.insert(secrets->begin(), secrets->end());
+  Result<CertificateSpec> spec = ParseAttributes(attributes);
+  if (!spec.ok()) {
+    problems.push_back("attributes no longer parse: " + spec.status().message());
+  } else {
+    std::vector<std::string> expected = {spec->certificate_file, spec->private_key_file,
+                                         spec->ca_file};
+    if (spec->pkcs12_enable) expected.push_back(spec->pkcs12_filename);
+    std::string missing;
+    for (const std::string& name : expected) {
+      Result<std::string> contents = env_->ReadFile(Normalised(volume_path) + "/" + name);
+      if (contents.ok() && !contents->empty()) continue;
+      missing += (missing.empty() ? "" : ", ") + name;
+    }
+    if (!missing.empty()) problems.push_back("files missing at " + volume_path + ": " + missing);
+  }
+
+  if (problems.empty()) {
+    health.message = "certificate " + volume.serial + " valid until " +
+                     FormatUnixTime(volume.not_after.value_or(0)) + ", next renewal at " +
+                     FormatUnixTime(volume.next_issuance_at.value_or(0));
+    return health;
+  }
+  health.abnormal = true;
+  for (size_t i = 0; i < problems.size(); ++i) {
+    health.message += (i == 0 ? "" : "; ") + problems[i];
+  }
+  return health;
+}
+
+}  // namespace certmount

@@ -1,0 +1,45 @@
+// One issuance into a volume: a key (new, or the volume's current one when
+// the pod asked to reuse it), a CSR, the issuer, and an atomic swap of the
+// file set in the volume's data directory. Publish and renewal both go
+// through here, so a renewed volume looks exactly like a fresh one.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <stop_token>
+#include <string>
+
+#include "common/status.h"
+#include "issue/issuer.h"
+#include "issue/request.h"
+#include "state/volume_record.h"
+#include "volume/atomic_writer.h"
+#include "volume/env.h"
+#include "volume/volume_layout.h"
+
+namespace certmount {
+
+enum class IssuanceStep { kKeyGenerated, kIssued, kFilesWritten };
+
+struct IssuanceRequest {
+  std::string volume_id;
+  const CertificateSpec* spec = nullptr;
+  PodInfo pod;
+  VolumeLayout layout;
+  FileOwnership ownership;
+  // Renewals of a reuse-private-key volume sign the key already in the
+  // volume; publishes always make a new one.
+  bool reuse_existing_key = false;
+  // Called after each step; may be empty.
+  std::function<void(IssuanceStep)> on_step;
+};
+
+// Issues and writes the files. On success returns the certificate's fields
+// with its next issuance time. On failure the previous file set (if any) is
+// untouched. Issuer errors keep their code, prefixed with the issuer's name.
+Result<IssuedCertificateFields> IssueIntoVolume(const IssuanceRequest& request, Issuer* issuer,
+                                                Env* env,
+                                                std::chrono::steady_clock::time_point deadline,
+                                                std::stop_token stop);
+
+}  // namespace certmount

@@ -1,0 +1,178 @@
+// The startup cleanup with rows in every state, on a real SQLite file, a
+// real tmpfs and real bind mounts: only volumes that are mounted and still
+// mounted survive a restart; everything else loses its row, its mount and
+// its files, and directories without a row are swept.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/clock.h"
+#include "issue/local_ca.h"
+#include "state/store.h"
+#include "support/root.h"
+#include "support/temp_dir.h"
+#include "volume/atomic_writer.h"
+#include "volume/env.h"
+#include "volume/mount.h"
+#include "volume/publisher.h"
+#include "volume/volume_layout.h"
+
+namespace certmount::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsMountPoint(const std::string& path) {
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  for (std::string line; std::getline(mountinfo, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, mount_point;
+    fields >> id >> parent >> dev >> root >> mount_point;
+    if (mount_point == path) return true;
+  }
+  return false;
+}
+
+// One driver "life": a store, a CA and a publisher over the same data root.
+struct Driver {
+  explicit Driver(const TempDir& dir) {
+    options.data_root = dir.Sub("data");
+    options.target_root = dir.Sub("pods");
+    fs::create_directories(options.target_root);
+    fs::create_directories(options.data_root);
+    auto opened = Store::Open(options.data_root + "/state.db", SystemClock::Instance());
+    EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+    store = std::move(opened).value();
+    auto made = LocalCa::LoadOrCreate(options.data_root + "/ca", SystemClock::Instance());
+    EXPECT_TRUE(made.ok()) << made.status().ToString();
+    ca = std::move(made).value();
+    publisher = std::make_unique<Publisher>(options, store.get(), ca.get(), Env::Default(),
+                                            &SystemClock::Instance());
+  }
+
+  PublisherOptions options;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<LocalCa> ca;
+  std::unique_ptr<Publisher> publisher;
+};
+
+std::string MakeTarget(const Driver& driver, const std::string& pod) {
+  std::string parent = driver.options.target_root + "/" + pod + "/volumes/kubernetes.io~csi/tls";
+  fs::create_directories(parent);
+  return parent + "/mount";
+}
+
+PublishRequest Request(const std::string& id, const std::string& target) {
+  PublishRequest request;
+  request.volume_id = id;
+  request.target_path = target;
+  request.volume_context = {{"csi.storage.k8s.io/ephemeral", "true"},
+                            {"csi.storage.k8s.io/pod.name", "p"},
+                            {"csi.storage.k8s.io/pod.namespace", "ns"},
+                            {"csi.cert-manager.io/issuer-name", "local"},
+                            {"csi.cert-manager.io/common-name", id}};
+  return request;
+}
+
+TEST(StartupCleanupTest, KeepsOnlyMountedVolumesAndSweepsEverythingElse) {
+  CERTMOUNT_REQUIRE_ROOT();
+  TempDir dir;
+  std::string kept_target, lost_mount_target, in_flight_target;
+  const std::string volumes_root = dir.Sub("data") + "/volumes";
+  {
+    Driver first(dir);
+    ASSERT_TRUE(first.publisher->Startup().ok());
+
+    // Mounted, with a live bind mount: survives.
+    kept_target = MakeTarget(first, "kept");
+    ASSERT_TRUE(first.publisher->Publish(Request("csi-kept", kept_target)).ok());
+
+    // Mounted, but the mount is gone (as after a node reboot): deleted.
+    lost_mount_target = MakeTarget(first, "lost");
+    ASSERT_TRUE(first.publisher->Publish(Request("csi-lost", lost_mount_target)).ok());
+    ASSERT_TRUE(Unmount(lost_mount_target, Env::Default()).ok());
+
+    // An in-flight publish that had already written files and bind-mounted
+    // when the driver died: the row is unmounted, so it is deleted and its
+    // mount undone, even though the mount is live.
+    in_flight_target = MakeTarget(first, "inflight");
+    VolumeRecord row;
+    row.volume_id = "csi-inflight";
+    row.target_path = in_flight_target;
+    ASSERT_TRUE(first.store->RegisterVolume(row).ok());
+    VolumeLayout layout = VolumeLayout::For(first.options.data_root, "csi-inflight");
+    ASSERT_TRUE(WriteFileSet(layout.data, {{"tls.crt", "cert", 0644}}, {}, Env::Default()).ok());
+    fs::create_directories(in_flight_target);
+    ASSERT_TRUE(BindMountReadOnly(layout.data, in_flight_target, Env::Default()).ok());
+
+    // A directory with no row: a crash after a row's deletion committed.
+    ASSERT_TRUE(WriteFileSet(VolumeLayout::For(first.options.data_root, "csi-orphan").data,
+                             {{"tls.key", "k", 0600}}, {}, Env::Default())
+                    .ok());
+  }  // the first life ends without unpublishing anything
+
+  Driver second(dir);
+  Result<StartupSummary> summary = second.publisher->Startup();
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->kept, 1);
+  EXPECT_EQ(summary->deleted, 2);
+  EXPECT_EQ(summary->unmounted_by_check, 1);
+  EXPECT_EQ(summary->orphans_removed, 1);
+
+  Result<std::vector<VolumeRecord>> rows = second.store->ListVolumes();
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ(rows->front().volume_id, "csi-kept");
+  EXPECT_TRUE(rows->front().mounted);
+
+  EXPECT_TRUE(IsMountPoint(kept_target));
+  EXPECT_TRUE(fs::exists(kept_target + "/tls.crt"));
+  EXPECT_FALSE(IsMountPoint(lost_mount_target));
+  EXPECT_FALSE(IsMountPoint(in_flight_target));
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(volumes_root)) {
+    left.push_back(entry.path().filename().string());
+  }
+  EXPECT_EQ(left, std::vector<std::string>{"csi-kept"});
+
+  // A third start finds nothing more to do.
+  Driver third(dir);
+  Result<StartupSummary> again = third.publisher->Startup();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->kept, 1);
+  EXPECT_EQ(again->deleted, 0);
+  EXPECT_EQ(again->orphans_removed, 0);
+  ASSERT_TRUE(third.publisher->Unpublish("csi-kept", kept_target).ok());
+}
+
+TEST(StartupCleanupTest, VolumesTmpfsIsMountedOnceAndKeysNeverTouchDisk) {
+  CERTMOUNT_REQUIRE_ROOT();
+  TempDir dir;
+  Driver driver(dir);
+  ASSERT_TRUE(driver.publisher->Startup().ok());
+  const std::string volumes_root = dir.Sub("data") + "/volumes";
+  ASSERT_TRUE(IsMountPoint(volumes_root));
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  int tmpfs_mounts = 0;
+  for (std::string line; std::getline(mountinfo, line);) {
+    if (line.find(" " + volumes_root + " ") != std::string::npos &&
+        line.find(" - tmpfs ") != std::string::npos) {
+      ++tmpfs_mounts;
+    }
+  }
+  EXPECT_EQ(tmpfs_mounts, 1);
+  // A restart reuses the tmpfs instead of hiding the pods' files under a new one.
+  Driver again(dir);
+  ASSERT_TRUE(again.publisher->Startup().ok());
+  std::ifstream mountinfo2("/proc/self/mountinfo");
+  tmpfs_mounts = 0;
+  for (std::string line; std::getline(mountinfo2, line);) {
+    if (line.find(" " + volumes_root + " ") != std::string::npos) ++tmpfs_mounts;
+  }
+  EXPECT_EQ(tmpfs_mounts, 1);
+}
+
+}  // namespace
+}  // namespace certmount::testing
