@@ -46,6 +46,8 @@ struct Variant {
   std::string dir;  // relative to deploy/
   std::string expected_kubelet_dir;
 };
+void PrintTo(const Variant& variant, std::ostream* out) { *out << "deploy/" << variant.dir; }
+
 const std::vector<Variant> kVariants = {
     {".", "/var/lib/kubelet"},
     {"overlays/local-ca", "/var/lib/kubelet"},
@@ -223,7 +225,7 @@ void ApplyReplacements(std::vector<YAML::Node>& resources, const YAML::Node& kus
           YAML::Node field = ResolveFieldPath(resource, Str(field_path));
           ASSERT_TRUE(field.IsDefined() && field.IsScalar()) << dir << ": " << Str(field_path);
           std::string replaced = *value;
-          if (target["options"]["delimiter"].IsDefined()) {
+          if (target["options"].IsDefined() && target["options"]["delimiter"].IsDefined()) {
             std::string delimiter = Str(target["options"]["delimiter"]);
             std::string current = Str(field);
             size_t at = current.find(delimiter);
@@ -271,7 +273,8 @@ struct Rendered {
 Rendered Render(const std::string& variant_dir) {
   Rendered rendered;
   for (const YAML::Node& resource : Accumulate(kDeployDir / variant_dir)) {
-    if (Str(resource["metadata"]["annotations"]["config.kubernetes.io/local-config"]) == "true") {
+    YAML::Node annotations = ResolveFieldPath(resource, "metadata.annotations");
+    if (annotations.IsMap() && Str(annotations["config.kubernetes.io/local-config"]) == "true") {
       if (Str(resource["metadata"]["name"]) == kKubeletDirConfigMap) {
         rendered.kubelet_dir = Str(resource["data"]["kubeletDir"]);
       }
