@@ -16,6 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/spdlog.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -370,6 +373,11 @@ struct InprocWorld {
 };
 
 void OpenInprocWorld(InprocWorld& world) {
+  // The publisher logs a line per publish; send it to a flushed file like the
+  // daemon's stderr log rather than onto the report.
+  auto logger = spdlog::basic_logger_mt("publish_bench", world.dir.Sub("inproc.log"));
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
   const certmount::Clock& clock = SystemClock::Instance();
   world.ca = Take(LocalCa::LoadOrCreate(world.dir.Sub("data/ca"), clock), "inproc CA");
   world.store = Take(Store::Open(world.dir.Sub("data/state.db"), clock), "inproc store");

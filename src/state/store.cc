@@ -253,7 +253,12 @@ Status ApplyConnectionSettings(SQLite::Database& db) {
     return Status::Internal("state database " + db.getFilename() +
                             " refused WAL mode (journal_mode=" + journal_mode + ")");
   }
-  db.exec("PRAGMA synchronous = FULL");
+  // NORMAL: in WAL mode a process crash loses nothing; only a power loss or
+  // kernel crash can drop the last commits, and that also takes the tmpfs
+  // and every bind mount with it, so the next start's mount check deletes
+  // those rows anyway. FULL would add an fsync per commit under the store's
+  // lock, which serialised concurrent publishes (docs/performance.md).
+  db.exec("PRAGMA synchronous = NORMAL");
   db.exec("PRAGMA foreign_keys = ON");
   return Status::Ok();
 }
