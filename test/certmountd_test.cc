@@ -126,7 +126,9 @@ TEST_F(CertmountdTest, IdentityAndNodeInfo) {
   ASSERT_TRUE(daemon_->node().NodeGetCapabilities(CallContext().get(), {}, &node_caps).ok());
   std::vector<int> types;
   for (const auto& cap : node_caps.capabilities()) types.push_back(cap.rpc().type());
-  EXPECT_EQ(types, std::vector<int>{csi::v1::NodeServiceCapability::RPC::VOLUME_MOUNT_GROUP});
+  EXPECT_EQ(types, (std::vector<int>{csi::v1::NodeServiceCapability::RPC::VOLUME_MOUNT_GROUP,
+                                     csi::v1::NodeServiceCapability::RPC::GET_VOLUME_STATS,
+                                     csi::v1::NodeServiceCapability::RPC::VOLUME_CONDITION}));
 }
 
 TEST_F(CertmountdTest, StageUnstageExpandAreUnimplemented) {

@@ -338,7 +338,7 @@ TEST(CertificateInfoTest, ParsesLeafOfChain) {
   Result<PrivateKey> key = PrivateKey::Generate(KeyAlgorithm::kEcdsa, 256);
   CertificateSpec spec = SpecWithSans();
   spec.duration = std::chrono::hours(1);
-  IssueInput input{"vol", *BuildCsrPem(*key, spec), &spec, {}};
+  IssueInput input{"vol", *BuildCsrPem(*key, spec), &spec, {}, {}, {}};
   Result<IssuedCertificate> issued =
       (*ca)->Issue(input, clock.SteadyNow() + std::chrono::seconds(10), {});
   ASSERT_TRUE(issued.ok()) << issued.status().ToString();
@@ -389,7 +389,7 @@ class Pkcs12Test : public ::testing::Test {
     ASSERT_TRUE(key.ok());
     key_.emplace(std::move(*key));
     CertificateSpec spec = SpecWithSans();
-    IssueInput input{"vol", *BuildCsrPem(*key_, spec), &spec, {}};
+    IssueInput input{"vol", *BuildCsrPem(*key_, spec), &spec, {}, {}, {}};
     Result<IssuedCertificate> issued =
         (*ca)->Issue(input, clock_.SteadyNow() + std::chrono::seconds(10), {});
     ASSERT_TRUE(issued.ok());

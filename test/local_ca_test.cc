@@ -121,7 +121,7 @@ class LocalCaTest : public ::testing::Test {
   }
 
   Result<IssuedCertificate> Issue(LocalCa& ca, const std::string& csr, std::stop_token stop = {}) {
-    IssueInput input{"vol-1", csr, &spec_, {}};
+    IssueInput input{"vol-1", csr, &spec_, {}, {}, {}};
     return ca.Issue(input, clock_.SteadyNow() + 30s, stop);
   }
 
@@ -436,12 +436,12 @@ TEST_F(LocalCaTest, HonoursStopAndDeadline) {
   ASSERT_FALSE(cancelled.ok());
   EXPECT_EQ(cancelled.status().code(), Code::kCancelled);
 
-  IssueInput input{"vol-1", csr, &spec_, {}};
+  IssueInput input{"vol-1", csr, &spec_, {}, {}, {}};
   Result<IssuedCertificate> late = ca_->Issue(input, clock_.SteadyNow() - 1s, {});
   ASSERT_FALSE(late.ok());
   EXPECT_EQ(late.status().code(), Code::kDeadlineExceeded);
 
-  IssueInput no_spec{"vol-1", csr, nullptr, {}};
+  IssueInput no_spec{"vol-1", csr, nullptr, {}, {}, {}};
   Result<IssuedCertificate> missing = ca_->Issue(no_spec, clock_.SteadyNow() + 1s, {});
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), Code::kInvalidArgument);
@@ -459,7 +459,7 @@ TEST_F(LocalCaTest, ConcurrentIssuesAllVerify) {
         if (!key.ok()) return;
         Result<std::string> csr = BuildCsrPem(*key, spec_);
         if (!csr.ok()) return;
-        IssueInput input{"vol", *csr, &spec_, {}};
+        IssueInput input{"vol", *csr, &spec_, {}, {}, {}};
         Result<IssuedCertificate> issued = ca_->Issue(input, clock_.SteadyNow() + 30s, {});
         if (issued.ok()) leaves[t].push_back(issued->certificate_chain_pem);
       }

@@ -115,9 +115,8 @@ grpc::Status NodeService::NodeUnstageVolume(grpc::ServerContext*,
 grpc::Status NodeService::NodeExpandVolume(grpc::ServerContext*,
                                            const csi::v1::NodeExpandVolumeRequest* request,
                                            csi::v1::NodeExpandVolumeResponse*) {
-  return RunRpc("NodeExpandVolume", request->volume_id(), [] {
-    return Status::Unimplemented("certificate volumes cannot be expanded");
-  });
+  return RunRpc("NodeExpandVolume", request->volume_id(),
+                [] { return Status::Unimplemented("certificate volumes cannot be expanded"); });
 }
 
 grpc::Status NodeService::NodeGetVolumeStats(grpc::ServerContext*,

@@ -26,8 +26,7 @@ class NodeService final : public csi::v1::Node::Service {
   grpc::Status NodeGetCapabilities(grpc::ServerContext* context,
                                    const csi::v1::NodeGetCapabilitiesRequest* request,
                                    csi::v1::NodeGetCapabilitiesResponse* response) override;
-  grpc::Status NodeGetInfo(grpc::ServerContext* context,
-                           const csi::v1::NodeGetInfoRequest* request,
+  grpc::Status NodeGetInfo(grpc::ServerContext* context, const csi::v1::NodeGetInfoRequest* request,
                            csi::v1::NodeGetInfoResponse* response) override;
   grpc::Status NodeStageVolume(grpc::ServerContext* context,
                                const csi::v1::NodeStageVolumeRequest* request,

@@ -16,6 +16,15 @@ struct IssueInput {
   std::string csr_pem;
   const CertificateSpec* spec = nullptr;
   PodInfo pod;
+  // The signer-side name of this issuance, stable across retries of the same
+  // issuance (see CertificateRequestName in cert_manager_issuer.h), so a
+  // retry resumes the request instead of creating a second one. Empty: the
+  // issuer picks a fresh name. The local CA ignores it.
+  std::string request_name;
+  // A bearer token to act as instead of the driver's own identity (the
+  // pod's service account token from csi.storage.k8s.io/serviceAccount.tokens).
+  // Empty: the driver's own. Never logged or stored.
+  std::string bearer_token_override;
 };
 
 struct IssuedCertificate {

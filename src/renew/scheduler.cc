@@ -1,5 +1,6 @@
 #include "renew/scheduler.h"
 
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -8,6 +9,10 @@
 namespace certmount {
 
 namespace {
+
+// Named threads let an admin (and the renewal bench) tell the scheduler's
+// wake-ups from gRPC's in /proc/<pid>/task/*/comm.
+void NameThisThread(const char* name) { pthread_setname_np(pthread_self(), name); }
 
 uint64_t SeedFrom(uint64_t seed) {
   if (seed != 0) return seed;
@@ -29,19 +34,19 @@ RenewalScheduler::RenewalScheduler(SchedulerOptions options, Store* store, Renew
 RenewalScheduler::~RenewalScheduler() { Stop(); }
 
 Result<SchedulerLoadSummary> RenewalScheduler::Load() {
-  CERTMOUNT_ASSIGN_OR_RETURN(std::vector<VolumeRecord> rows, store_->ListMountedByNextIssuance());
+  CERTMOUNT_ASSIGN_OR_RETURN(std::vector<ScheduledVolume> rows, store_->ListRenewalSchedule());
   std::lock_guard lock(mu_);
   const int64_t now = clock_->NowUnix();
   SchedulerLoadSummary summary;
-  for (const VolumeRecord& row : rows) {
-    if (!row.mounted) continue;
+  entries_.reserve(entries_.size() + rows.size());
+  for (const ScheduledVolume& row : rows) {
     int64_t due = row.next_issuance_at.value_or(now);
     if (due <= now) {
       // The k-th overdue volume waits k / qps seconds: the token bucket alone
       // would let a burst through first, and the spread keeps the timer's
       // order honest for volumes published meanwhile.
-      due = now + static_cast<int64_t>(std::floor(static_cast<double>(summary.overdue) /
-                                                  options_.issuer_qps));
+      due = now + static_cast<int64_t>(
+                      std::floor(static_cast<double>(summary.overdue) / options_.issuer_qps));
       summary.spread_seconds = due - now;
       ++summary.overdue;
     }
@@ -215,15 +220,15 @@ void RenewalScheduler::RunRenewal(const std::string& volume_id) {
   }
   const int64_t next_attempt_at = clock_->NowUnix() + delay.count();
   const std::string error = renewed.status().ToString();
-  Status recorded = store_->RecordRenewalFailureWithHistory(
-      volume_id, attempts, next_attempt_at, error, attempt, options_.history_limit);
+  Status recorded = store_->RecordRenewalFailureWithHistory(volume_id, attempts, next_attempt_at,
+                                                            error, attempt, options_.history_limit);
   if (recorded.code() == Code::kNotFound) return Finish(volume_id, generation, std::nullopt);
   if (!recorded.ok()) {
     spdlog::warn("renewal of volume {}: cannot record its failure: {}", volume_id,
                  recorded.ToString());
   }
-  spdlog::warn("renewal of volume {} failed (attempt {}), retrying in {}s: {}", volume_id,
-               attempts, delay.count(), error);
+  spdlog::warn("renewal of volume {} failed (attempt {}), retrying in {}s: {}", volume_id, attempts,
+               delay.count(), error);
   Finish(volume_id, generation, next_attempt_at);
 }
 
@@ -255,8 +260,16 @@ void RenewalScheduler::Start() {
   std::lock_guard lock(mu_);
   if (stopping_ || dispatcher_.joinable()) return;
   const int workers = std::max(1, options_.max_concurrent_issuance);
-  for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
-  dispatcher_ = std::thread([this] { DispatchLoop(); });
+  for (int i = 0; i < workers; ++i) {
+    workers_.emplace_back([this] {
+      NameThisThread("renew-worker");
+      WorkerLoop();
+    });
+  }
+  dispatcher_ = std::thread([this] {
+    NameThisThread("renew-dispatch");
+    DispatchLoop();
+  });
 }
 
 void RenewalScheduler::Stop() {
@@ -304,8 +317,8 @@ void RenewalScheduler::DispatchLoop() {
       dispatcher_wake_.wait_for(lock, std::chrono::seconds(due - now));
     } else {
       const auto wait = bucket_.NextTokenAt() - clock_->SteadyNow();
-      dispatcher_wake_.wait_for(lock, std::max<std::chrono::steady_clock::duration>(
-                                          wait, std::chrono::milliseconds(1)));
+      dispatcher_wake_.wait_for(
+          lock, std::max<std::chrono::steady_clock::duration>(wait, std::chrono::milliseconds(1)));
     }
   }
 }

@@ -67,7 +67,7 @@ class RenewalScheduler final : public VolumeObserver {
   RenewalScheduler(const RenewalScheduler&) = delete;
   RenewalScheduler& operator=(const RenewalScheduler&) = delete;
 
-  // Schedules every mounted row (Store::ListMountedByNextIssuance) at its
+  // Schedules every mounted row (Store::ListRenewalSchedule) at its
   // next_issuance_at. Rows already due are spread out from now at
   // issuer_qps, most overdue first, so that after downtime the issuer sees a
   // steady stream instead of a burst. Call once, after the startup cleanup

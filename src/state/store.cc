@@ -232,8 +232,8 @@ IssuanceRecord IssuanceFromRow(const SQLite::Statement& row) {
   IssuanceRecord record;
   record.id = row.getColumn(0).getInt64();
   record.volume_id = row.getColumn(1).getString();
-  record.kind = row.getColumn(2).getString() == "publish" ? IssuanceKind::kPublish
-                                                          : IssuanceKind::kRenewal;
+  record.kind =
+      row.getColumn(2).getString() == "publish" ? IssuanceKind::kPublish : IssuanceKind::kRenewal;
   record.ok = row.getColumn(3).getString() == "ok";
   record.serial = row.getColumn(4).getString();
   record.not_before = OptionalInt(row.getColumn(5));
@@ -344,8 +344,7 @@ Status Store::RecordRenewalWithHistory(const std::string& volume_id,
     const int64_t now = clock_.NowUnix();
     SQLite::Transaction transaction(*db_, SQLite::TransactionBehavior::IMMEDIATE);
     CERTMOUNT_RETURN_IF_ERROR(UpdateRenewed(*db_, volume_id, cert, now));
-    AppendHistory(*db_, volume_id, IssuanceKind::kRenewal, &cert, "", attempt, history_limit,
-                  now);
+    AppendHistory(*db_, volume_id, IssuanceKind::kRenewal, &cert, "", attempt, history_limit, now);
     transaction.commit();
     return Status::Ok();
   });
@@ -353,8 +352,7 @@ Status Store::RecordRenewalWithHistory(const std::string& volume_id,
 
 Status Store::RecordRenewalFailureWithHistory(const std::string& volume_id, int64_t attempts,
                                               int64_t next_attempt_at, const std::string& error,
-                                              const IssuanceAttempt& attempt,
-                                              int history_limit) {
+                                              const IssuanceAttempt& attempt, int history_limit) {
   if (error.empty()) {
     return Status::InvalidArgument("volume " + volume_id + ": a failed renewal needs its error");
   }
@@ -363,8 +361,8 @@ Status Store::RecordRenewalFailureWithHistory(const std::string& volume_id, int6
     const int64_t now = clock_.NowUnix();
     SQLite::Transaction transaction(*db_, SQLite::TransactionBehavior::IMMEDIATE);
     CERTMOUNT_RETURN_IF_ERROR(UpdateFailed(*db_, volume_id, attempts, next_attempt_at, error, now));
-    AppendHistory(*db_, volume_id, IssuanceKind::kRenewal, nullptr, error, attempt,
-                  history_limit, now);
+    AppendHistory(*db_, volume_id, IssuanceKind::kRenewal, nullptr, error, attempt, history_limit,
+                  now);
     transaction.commit();
     return Status::Ok();
   });
@@ -422,6 +420,22 @@ Result<std::vector<VolumeRecord>> Store::ListMountedByNextIssuance() {
                                       "WHERE mounted = 1 ORDER BY next_issuance_at, volume_id");
     return CollectVolumes(query);
   });
+}
+
+Result<std::vector<ScheduledVolume>> Store::ListRenewalSchedule() {
+  std::lock_guard lock(mutex_);
+  return Guarded(
+      db_path_, "listing the renewal schedule", [&]() -> Result<std::vector<ScheduledVolume>> {
+        SQLite::Statement query(*db_,
+                                "SELECT volume_id, next_issuance_at FROM volumes "
+                                "WHERE mounted = 1 ORDER BY next_issuance_at, volume_id");
+        std::vector<ScheduledVolume> volumes;
+        while (query.executeStep()) {
+          volumes.push_back(
+              ScheduledVolume{query.getColumn(0).getString(), OptionalInt(query.getColumn(1))});
+        }
+        return volumes;
+      });
 }
 
 Result<StartupCleanupResult> Store::StartupCleanup(

@@ -77,8 +77,7 @@ class Store {
 
   // RecordRenewal plus a 'renewal'/'ok' history row with `cert`'s fields.
   // NOT_FOUND (and no history row) unless the row exists and is mounted.
-  Status RecordRenewalWithHistory(const std::string& volume_id,
-                                  const IssuedCertificateFields& cert,
+  Status RecordRenewalWithHistory(const std::string& volume_id, const IssuedCertificateFields& cert,
                                   const IssuanceAttempt& attempt, int history_limit);
 
   // RecordRenewalFailure plus a 'renewal'/'error' history row holding
@@ -104,6 +103,10 @@ class Store {
   // Mounted rows ordered by next_issuance_at (then volume_id), for the renewal
   // scheduler.
   Result<std::vector<VolumeRecord>> ListMountedByNextIssuance();
+
+  // Id and next_issuance_at of every mounted row, in the same order as
+  // ListMountedByNextIssuance; what the renewal scheduler loads at startup.
+  Result<std::vector<ScheduledVolume>> ListRenewalSchedule();
 
   // The startup cleanup, in ONE transaction: sets mounted=0 on every mounted
   // row whose target path `is_mount_point` reports as not mounted (e.g. after

@@ -68,6 +68,13 @@ struct IssuanceRecord {
   std::string error;
 };
 
+// What the renewal scheduler needs of a mounted row, and no more: at 100k
+// volumes, loading whole records (attributes JSON) would dominate startup.
+struct ScheduledVolume {
+  std::string volume_id;
+  std::optional<int64_t> next_issuance_at;
+};
+
 struct DeletedVolume {
   std::string volume_id;
   std::string target_path;

@@ -77,9 +77,11 @@ Result<StartupSummary> Publisher::Startup() {
 
   // Directories without a row: left by a crash between a commit that
   // deleted the row and the removal of its files.
-  CERTMOUNT_ASSIGN_OR_RETURN(std::vector<VolumeRecord> rows, store_->ListVolumes());
+  // After the cleanup every row is mounted, so the lean schedule query names
+  // them all without parsing 100k attribute objects.
+  CERTMOUNT_ASSIGN_OR_RETURN(std::vector<ScheduledVolume> rows, store_->ListRenewalSchedule());
   std::set<std::string> known;
-  for (const VolumeRecord& row : rows) known.insert(row.volume_id);
+  for (const ScheduledVolume& row : rows) known.insert(row.volume_id);
   CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> entries, env_->ListDirectory(volumes_root));
   for (const std::string& name : entries) {
     if (known.count(name) != 0) continue;
@@ -216,6 +218,7 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
       case IssuanceStep::kFilesWritten: Step(PublishStep::kFilesWritten, volume_id); break;
     }
   };
+  const auto issue_started = clock_->SteadyNow();
   Result<IssuedCertificateFields> fields = IssueIntoVolume(issuance, issuer_, env_, deadline, stop);
   if (!fields.ok()) return fail(fields.status());
 
@@ -227,7 +230,13 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
   mounted = true;
   Step(PublishStep::kMounted, volume_id);
 
-  Status committed = store_->MarkMounted(volume_id, *fields);
+  IssuanceAttempt attempt;
+  attempt.issuer = issuer_->Name();
+  attempt.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            clock_->SteadyNow() - issue_started)
+                            .count();
+  Status committed =
+      store_->MarkMountedWithHistory(volume_id, *fields, attempt, options_.history_limit);
   if (!committed.ok()) return fail(committed);
   Step(PublishStep::kCommitted, volume_id);
 

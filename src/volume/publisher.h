@@ -59,6 +59,8 @@ struct PublisherOptions {
   std::string target_root = "/var/lib/kubelet/pods";
   std::chrono::milliseconds publish_timeout{std::chrono::seconds(60)};
   bool mount_tmpfs = true;
+  // Rows of issuance history kept per volume (the publish writes the first).
+  int history_limit = 10;
   // Called after each step; the default does nothing.
   std::function<void(PublishStep, const std::string& volume_id)> step_hook;
 };
