@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "support/daemon.h"
+#include "support/mounts.h"
 #include "support/root.h"
 #include "support/temp_dir.h"
 
@@ -17,17 +18,6 @@ namespace certmount::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool IsMountPoint(const std::string& path) {
-  std::ifstream mountinfo("/proc/self/mountinfo");
-  for (std::string line; std::getline(mountinfo, line);) {
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, mount_point;
-    fields >> id >> parent >> dev >> root >> mount_point;
-    if (mount_point == path) return true;
-  }
-  return false;
-}
 
 int CountOccurrences(const std::string& text, const std::string& needle) {
   int n = 0;

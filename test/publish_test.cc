@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "support/daemon.h"
+#include "support/mounts.h"
 #include "support/root.h"
 #include "support/temp_dir.h"
 #include "support/x509_inspect.h"
@@ -27,17 +28,6 @@ std::map<std::string, std::string> Attrs(std::initializer_list<std::pair<const s
   std::map<std::string, std::string> out = {{std::string(kPrefix) + "issuer-name", "local"}};
   for (const auto& [k, v] : extra) out[std::string(kPrefix) + k] = v;
   return out;
-}
-
-bool IsMountPoint(const std::string& path) {
-  std::ifstream mountinfo("/proc/self/mountinfo");
-  for (std::string line; std::getline(mountinfo, line);) {
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, mount_point;
-    fields >> id >> parent >> dev >> root >> mount_point;
-    if (mount_point == path) return true;
-  }
-  return false;
 }
 
 std::string ReadAll(const std::string& path) {

@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "issue/local_ca.h"
 #include "state/store.h"
+#include "support/mounts.h"
 #include "support/root.h"
 #include "support/temp_dir.h"
 #include "volume/atomic_writer.h"
@@ -23,17 +24,6 @@ namespace certmount::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool IsMountPoint(const std::string& path) {
-  std::ifstream mountinfo("/proc/self/mountinfo");
-  for (std::string line; std::getline(mountinfo, line);) {
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, mount_point;
-    fields >> id >> parent >> dev >> root >> mount_point;
-    if (mount_point == path) return true;
-  }
-  return false;
-}
 
 // One driver "life": a store, a CA and a publisher over the same data root.
 struct Driver {

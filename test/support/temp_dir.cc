@@ -1,10 +1,10 @@
 #include "support/temp_dir.h"
 
+#include "support/mounts.h"
+
 #include <sys/mount.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -20,15 +20,8 @@ TempDir::TempDir() {
 
 TempDir::~TempDir() {
   // Tests mount below their temporary directory; detach whatever is left so
-  // removal never crosses into a mount's contents.
-  std::ifstream mountinfo("/proc/self/mountinfo");
-  std::vector<std::string> mounts;
-  for (std::string line; std::getline(mountinfo, line);) {
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, mount_point;
-    fields >> id >> parent >> dev >> root >> mount_point;
-    if (mount_point.rfind(path_.string(), 0) == 0) mounts.push_back(mount_point);
-  }
+  // removal never crosses into a mount's contents. Children first.
+  std::vector<std::string> mounts = MountPointsUnder(path_.string());
   for (auto it = mounts.rbegin(); it != mounts.rend(); ++it) umount2(it->c_str(), MNT_DETACH);
   std::error_code ignored;
   std::filesystem::remove_all(path_, ignored);
