@@ -10,6 +10,7 @@
 #include "state/migrations.h"
 #include "state/private_file.h"
 #include "state/sqlite_error.h"
+#include "state/volume_rows.h"
 
 namespace certmount {
 namespace {
@@ -19,11 +20,6 @@ constexpr int kBusyTimeoutMs = 5000;
 // kubelet puts the pod's service account tokens into the volume context under
 // this key when the CSIDriver asks for them; they must never reach the disk.
 constexpr char kServiceAccountTokensKey[] = "csi.storage.k8s.io/serviceAccount.tokens";
-
-constexpr char kSelectColumns[] =
-    "SELECT volume_id, target_path, pod_namespace, pod_name, pod_uid, service_account, "
-    "attributes, issuer, mounted, created_at, mounted_at, serial, not_before, not_after, "
-    "next_issuance_at, renewal_attempts, last_error, updated_at, file_group FROM volumes ";
 
 // Runs `body`, turning any exception into a Status so none escapes the Store.
 template <typename Body>
@@ -39,51 +35,12 @@ auto Guarded(const std::string& db_path, const std::string& operation, Body&& bo
   }
 }
 
-std::optional<int64_t> OptionalInt(const SQLite::Column& column) {
-  if (column.isNull()) return std::nullopt;
-  return column.getInt64();
-}
-
 void BindOptional(SQLite::Statement& statement, int index, const std::string& text) {
   if (text.empty()) {
     statement.bind(index);
   } else {
     statement.bind(index, text);
   }
-}
-
-Result<VolumeRecord> VolumeFromRow(const SQLite::Statement& row) {
-  VolumeRecord volume;
-  volume.volume_id = row.getColumn(0).getString();
-  volume.target_path = row.getColumn(1).getString();
-  volume.pod_namespace = row.getColumn(2).getString();
-  volume.pod_name = row.getColumn(3).getString();
-  volume.pod_uid = row.getColumn(4).getString();
-  volume.service_account = row.getColumn(5).getString();
-  CERTMOUNT_ASSIGN_OR_RETURN(volume.attributes,
-                             AttributesFromJson(row.getColumn(6).getString(), volume.volume_id));
-  volume.issuer = row.getColumn(7).getString();
-  volume.mounted = row.getColumn(8).getInt() == 1;
-  volume.created_at = row.getColumn(9).getInt64();
-  volume.mounted_at = OptionalInt(row.getColumn(10));
-  volume.serial = row.getColumn(11).getString();  // "" for NULL
-  volume.not_before = OptionalInt(row.getColumn(12));
-  volume.not_after = OptionalInt(row.getColumn(13));
-  volume.next_issuance_at = OptionalInt(row.getColumn(14));
-  volume.renewal_attempts = row.getColumn(15).getInt64();
-  volume.last_error = row.getColumn(16).getString();
-  volume.updated_at = row.getColumn(17).getInt64();
-  volume.file_group = OptionalInt(row.getColumn(18));
-  return volume;
-}
-
-Result<std::vector<VolumeRecord>> CollectVolumes(SQLite::Statement& statement) {
-  std::vector<VolumeRecord> volumes;
-  while (statement.executeStep()) {
-    CERTMOUNT_ASSIGN_OR_RETURN(VolumeRecord volume, VolumeFromRow(statement));
-    volumes.push_back(std::move(volume));
-  }
-  return volumes;
 }
 
 Status ValidateCertificate(const std::string& volume_id, const IssuedCertificateFields& cert) {
@@ -228,23 +185,6 @@ void AppendHistory(SQLite::Database& db, const std::string& volume_id, IssuanceK
   prune.exec();
 }
 
-IssuanceRecord IssuanceFromRow(const SQLite::Statement& row) {
-  IssuanceRecord record;
-  record.id = row.getColumn(0).getInt64();
-  record.volume_id = row.getColumn(1).getString();
-  record.kind =
-      row.getColumn(2).getString() == "publish" ? IssuanceKind::kPublish : IssuanceKind::kRenewal;
-  record.ok = row.getColumn(3).getString() == "ok";
-  record.serial = row.getColumn(4).getString();
-  record.not_before = OptionalInt(row.getColumn(5));
-  record.not_after = OptionalInt(row.getColumn(6));
-  record.issued_at = row.getColumn(7).getInt64();
-  record.issuer = row.getColumn(8).getString();
-  record.duration_ms = row.getColumn(9).getInt64();
-  record.error = row.getColumn(10).getString();
-  return record;
-}
-
 Status ApplyConnectionSettings(SQLite::Database& db) {
   // journal_mode answers with the mode now in effect; anything but "wal"
   // (e.g. on a filesystem without shared memory) would let readers block us.
@@ -372,11 +312,8 @@ Result<std::vector<IssuanceRecord>> Store::ListIssuances(const std::string& volu
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "listing issuances of volume " + volume_id,
                  [&]() -> Result<std::vector<IssuanceRecord>> {
-                   SQLite::Statement query(
-                       *db_,
-                       "SELECT id, volume_id, kind, result, serial, not_before, not_after, "
-                       "issued_at, issuer, duration_ms, error FROM issuances "
-                       "WHERE volume_id = ? ORDER BY id DESC");
+                   SQLite::Statement query(*db_, std::string(kIssuanceSelectColumns) +
+                                                     "WHERE volume_id = ? ORDER BY id DESC");
                    query.bind(1, volume_id);
                    std::vector<IssuanceRecord> records;
                    while (query.executeStep()) records.push_back(IssuanceFromRow(query));
@@ -397,7 +334,7 @@ Result<std::optional<VolumeRecord>> Store::GetVolume(const std::string& volume_i
   std::lock_guard lock(mutex_);
   return Guarded(
       db_path_, "reading volume " + volume_id, [&]() -> Result<std::optional<VolumeRecord>> {
-        SQLite::Statement query(*db_, std::string(kSelectColumns) + "WHERE volume_id = ?");
+        SQLite::Statement query(*db_, std::string(kVolumeSelectColumns) + "WHERE volume_id = ?");
         query.bind(1, volume_id);
         if (!query.executeStep()) return std::optional<VolumeRecord>();
         CERTMOUNT_ASSIGN_OR_RETURN(VolumeRecord volume, VolumeFromRow(query));
@@ -408,7 +345,7 @@ Result<std::optional<VolumeRecord>> Store::GetVolume(const std::string& volume_i
 Result<std::vector<VolumeRecord>> Store::ListVolumes() {
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "listing volumes", [&]() {
-    SQLite::Statement query(*db_, std::string(kSelectColumns) + "ORDER BY volume_id");
+    SQLite::Statement query(*db_, std::string(kVolumeSelectColumns) + "ORDER BY volume_id");
     return CollectVolumes(query);
   });
 }
@@ -416,7 +353,7 @@ Result<std::vector<VolumeRecord>> Store::ListVolumes() {
 Result<std::vector<VolumeRecord>> Store::ListMountedByNextIssuance() {
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "listing mounted volumes", [&]() {
-    SQLite::Statement query(*db_, std::string(kSelectColumns) +
+    SQLite::Statement query(*db_, std::string(kVolumeSelectColumns) +
                                       "WHERE mounted = 1 ORDER BY next_issuance_at, volume_id");
     return CollectVolumes(query);
   });
@@ -472,6 +409,16 @@ Result<StartupCleanupResult> Store::StartupCleanup(
     }
     transaction.commit();
     return result;
+  });
+}
+
+Status Store::CheckWritable() {
+  std::lock_guard lock(mutex_);
+  return Guarded(db_path_, "checking that the database is writable", [&]() -> Status {
+    // Taking the write lock and rolling back writes nothing, yet fails the
+    // way a real write would on a read-only or locked database.
+    SQLite::Transaction probe(*db_, SQLite::TransactionBehavior::IMMEDIATE);
+    return Status::Ok();
   });
 }
 

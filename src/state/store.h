@@ -117,6 +117,12 @@ class Store {
   Result<StartupCleanupResult> StartupCleanup(
       const std::function<bool(const std::string& target_path)>& is_mount_point);
 
+  // OK when a write transaction can start right now: BEGIN IMMEDIATE, then
+  // ROLLBACK, writing nothing. For readiness probes. INTERNAL (or DATA_LOSS)
+  // with SQLite's reason otherwise, e.g. a read-only file or a lock held
+  // past the busy timeout.
+  Status CheckWritable();
+
   // The schema version of the file (PRAGMA user_version) after Open migrated
   // it; equals the newest embedded migration.
   int schema_version() const { return schema_version_; }

@@ -1,0 +1,420 @@
+#include "issue/cert_manager_issuer.h"
+
+#include <openssl/evp.h>
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+
+#include "issue/go_duration.h"
+#include "kube/base64.h"
+#include "kube/http_status.h"
+
+namespace certmount {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kApiPrefix = "/apis/cert-manager.io/v1";
+
+std::string Sha256Hex(std::string_view text) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(text.data(), text.size(), digest, &length, EVP_sha256(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) {
+    hex.push_back(kHex[digest[i] >> 4]);
+    hex.push_back(kHex[digest[i] & 0xf]);
+  }
+  return hex;
+}
+
+std::string Collection(const std::string& namespace_) {
+  return std::string(kApiPrefix) + "/namespaces/" + kube::QueryEscape(namespace_) +
+         "/certificaterequests";
+}
+
+std::string KeyOf(const std::string& namespace_, const std::string& name) {
+  return namespace_ + "/" + name;
+}
+
+std::string MetadataField(const json& object, const char* field) {
+  auto metadata = object.find("metadata");
+  if (metadata == object.end() || !metadata->is_object()) return "";
+  return metadata->value(field, "");
+}
+
+std::string SpecRequest(const json& object) {
+  auto spec = object.find("spec");
+  if (spec == object.end() || !spec->is_object()) return "";
+  return spec->value("request", "");
+}
+
+struct Condition {
+  std::string status;
+  std::string reason;
+  std::string message;
+};
+
+std::map<std::string, Condition> ConditionsOf(const json& object) {
+  std::map<std::string, Condition> conditions;
+  auto status = object.find("status");
+  if (status == object.end() || !status->is_object()) return conditions;
+  auto list = status->find("conditions");
+  if (list == status->end() || !list->is_array()) return conditions;
+  for (const json& entry : *list) {
+    if (!entry.is_object()) continue;
+    conditions[entry.value("type", "")] = {entry.value("status", ""), entry.value("reason", ""),
+                                           entry.value("message", "")};
+  }
+  return conditions;
+}
+
+// The certificates of a PEM bundle, each with its BEGIN and END lines.
+std::vector<std::string> SplitPemCertificates(const std::string& pem) {
+  static constexpr std::string_view kBegin = "-----BEGIN CERTIFICATE-----";
+  static constexpr std::string_view kEnd = "-----END CERTIFICATE-----";
+  std::vector<std::string> certificates;
+  size_t position = 0;
+  while ((position = pem.find(kBegin, position)) != std::string::npos) {
+    size_t end = pem.find(kEnd, position);
+    if (end == std::string::npos) break;
+    end += kEnd.size();
+    certificates.push_back(pem.substr(position, end - position) + "\n");
+    position = end;
+  }
+  return certificates;
+}
+
+// What `object` says about the request's outcome; nullopt while pending
+// (then `pending_state` describes why).
+std::optional<Result<IssuedCertificate>> OutcomeOf(const json& object, const std::string& key,
+                                                   std::string* pending_state) {
+  std::map<std::string, Condition> conditions = ConditionsOf(object);
+  const std::string what = "CertificateRequest " + key;
+  if (auto it = conditions.find("InvalidRequest");
+      it != conditions.end() && it->second.status == "True") {
+    return Result<IssuedCertificate>(
+        Status::InvalidArgument(what + " is invalid: " + it->second.message));
+  }
+  if (auto it = conditions.find("Denied"); it != conditions.end() && it->second.status == "True") {
+    return Result<IssuedCertificate>(Status::FailedPrecondition(
+        what + " was denied (" + it->second.reason + "): " + it->second.message));
+  }
+  auto ready = conditions.find("Ready");
+  if (ready != conditions.end() && ready->second.status == "False" &&
+      ready->second.reason == "Failed") {
+    return Result<IssuedCertificate>(
+        Status::FailedPrecondition(what + " failed: " + ready->second.message));
+  }
+  std::string certificate_b64;
+  std::string ca_b64;
+  if (auto status = object.find("status"); status != object.end() && status->is_object()) {
+    certificate_b64 = status->value("certificate", "");
+    ca_b64 = status->value("ca", "");
+  }
+  if (ready != conditions.end() && ready->second.status == "True" && !certificate_b64.empty()) {
+    Result<std::string> chain = kube::Base64Decode(certificate_b64);
+    Result<std::string> ca = kube::Base64Decode(ca_b64);
+    if (!chain.ok() || !ca.ok()) {
+      return Result<IssuedCertificate>(
+          Status::FailedPrecondition(what + ": status.certificate or status.ca is not base64"));
+    }
+    std::vector<std::string> certificates = SplitPemCertificates(*chain);
+    if (certificates.empty()) {
+      return Result<IssuedCertificate>(
+          Status::FailedPrecondition(what + ": status.certificate holds no PEM certificate"));
+    }
+    IssuedCertificate issued;
+    issued.certificate_chain_pem = std::move(*chain);
+    issued.ca_pem = std::move(*ca);
+    if (issued.ca_pem.empty() && certificates.size() > 1) issued.ca_pem = certificates.back();
+    return Result<IssuedCertificate>(std::move(issued));
+  }
+  if (pending_state != nullptr) {
+    auto approved = conditions.find("Approved");
+    *pending_state =
+        std::string("Approved=") +
+        (approved == conditions.end() ? "unset" : approved->second.status) + ", Ready=" +
+        (ready == conditions.end()
+             ? std::string("unset")
+             : ready->second.status + " " + ready->second.reason + ": " + ready->second.message);
+  }
+  return std::nullopt;
+}
+
+json RequestBody(const IssueInput& input, const std::string& csr_b64,
+                 const std::string& node_label_value) {
+  const CertificateSpec& spec = *input.spec;
+  json metadata = {
+      {"namespace", input.pod.namespace_},
+      {"labels",
+       {{kNodeLabel, node_label_value},
+        {kVolumeLabel, IdLabelValue(input.volume_id)},
+        {"app.kubernetes.io/managed-by", "certmount"}}},
+  };
+  if (input.request_name.empty()) {
+    metadata["generateName"] = "certmount-";
+  } else {
+    metadata["name"] = input.request_name;
+  }
+  if (!spec.annotations.empty()) metadata["annotations"] = spec.annotations;
+  if (!input.pod.name.empty() && !input.pod.uid.empty()) {
+    // blockOwnerDeletion stays false: true would need update rights on
+    // pods/finalizers, and nothing should hold up a pod's deletion.
+    metadata["ownerReferences"] = json::array({{{"apiVersion", "v1"},
+                                                {"kind", "Pod"},
+                                                {"name", input.pod.name},
+                                                {"uid", input.pod.uid},
+                                                {"controller", false},
+                                                {"blockOwnerDeletion", false}}});
+  }
+  json body = {
+      {"apiVersion", "cert-manager.io/v1"},
+      {"kind", "CertificateRequest"},
+      {"metadata", std::move(metadata)},
+      {"spec",
+       {{"request", csr_b64},
+        {"issuerRef",
+         {{"name", spec.issuer.name}, {"kind", spec.issuer.kind}, {"group", spec.issuer.group}}},
+        {"duration", FormatGoDuration(spec.duration)},
+        {"isCA", spec.is_ca},
+        {"usages", spec.usages}}},
+  };
+  return body;
+}
+
+Result<json> ParseObject(const kube::Response& response, const std::string& what) {
+  json object = json::parse(response.body, nullptr, false);
+  if (!object.is_object()) return Status::Internal(what + ": the answer is not a JSON object");
+  return object;
+}
+
+}  // namespace
+
+std::string IdLabelValue(std::string_view id) { return Sha256Hex(id).substr(0, 32); }
+
+std::string CertificateRequestName(std::string_view volume_id, uint64_t issuance) {
+  return "certmount-" + Sha256Hex(volume_id).substr(0, 32) + "-" + std::to_string(issuance);
+}
+
+CertManagerIssuer::CertManagerIssuer(std::shared_ptr<kube::Client> client,
+                                     CertManagerIssuerOptions options)
+    : client_(std::move(client)),
+      options_(std::move(options)),
+      node_label_value_(IdLabelValue(options_.node_id)) {}
+
+CertManagerIssuer::~CertManagerIssuer() {
+  {
+    std::lock_guard lock(mutex_);
+    shutting_down_ = true;
+    for (auto& [key, waiter] : waiters_) waiter->changed.notify_all();
+  }
+  watch_thread_.request_stop();
+  if (watch_thread_.joinable()) watch_thread_.join();
+}
+
+int CertManagerIssuer::watch_lists() const { return watcher_ != nullptr ? watcher_->lists() : 0; }
+
+void CertManagerIssuer::EnsureWatching() {
+  std::lock_guard lock(mutex_);
+  if (watcher_ != nullptr) return;
+  kube::WatcherOptions watch_options;
+  watch_options.collection_path = std::string(kApiPrefix) + "/certificaterequests";
+  watch_options.label_selector = std::string(kNodeLabel) + "=" + node_label_value_;
+  watch_options.watch_timeout = options_.watch_timeout;
+  watcher_ =
+      std::make_unique<kube::Watcher>(client_.get(), std::move(watch_options),
+                                      [this](const kube::WatchEvent& event) { OnEvent(event); });
+  watch_thread_ =
+      std::jthread([watcher = watcher_.get()](std::stop_token stop) { watcher->Run(stop); });
+}
+
+std::shared_ptr<CertManagerIssuer::Waiter> CertManagerIssuer::Register(
+    const std::string& key, const std::string& expected_request) {
+  std::lock_guard lock(mutex_);
+  std::shared_ptr<Waiter>& waiter = waiters_[key];
+  if (waiter == nullptr) waiter = std::make_shared<Waiter>();
+  if (waiter->expected_request != expected_request) {
+    waiter->expected_request = expected_request;
+    waiter->outcome.reset();
+  }
+  ++waiter->users;
+  return waiter;
+}
+
+void CertManagerIssuer::Unregister(const std::string& key) {
+  std::lock_guard lock(mutex_);
+  auto it = waiters_.find(key);
+  if (it != waiters_.end() && --it->second->users == 0) waiters_.erase(it);
+}
+
+void CertManagerIssuer::Offer(const std::string& key, const std::string& object_json) {
+  json object = json::parse(object_json, nullptr, false);
+  if (!object.is_object()) return;
+  std::lock_guard lock(mutex_);
+  auto it = waiters_.find(key);
+  if (it == waiters_.end()) return;
+  Waiter& waiter = *it->second;
+  if (waiter.outcome.has_value() || SpecRequest(object) != waiter.expected_request) return;
+  std::optional<Result<IssuedCertificate>> outcome = OutcomeOf(object, key, &waiter.last_state);
+  if (!outcome.has_value()) return;
+  waiter.outcome = std::move(outcome);
+  waiter.changed.notify_all();
+}
+
+void CertManagerIssuer::OnEvent(const kube::WatchEvent& event) {
+  json object = json::parse(event.object_json, nullptr, false);
+  if (!object.is_object()) return;
+  const std::string key = KeyOf(MetadataField(object, "namespace"), MetadataField(object, "name"));
+  if (event.type != "DELETED") {
+    Offer(key, event.object_json);
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  auto it = waiters_.find(key);
+  if (it == waiters_.end() || it->second->outcome.has_value() ||
+      SpecRequest(object) != it->second->expected_request) {
+    return;
+  }
+  it->second->outcome = Result<IssuedCertificate>(
+      Status::Aborted("CertificateRequest " + key + " was deleted before it was signed"));
+  it->second->changed.notify_all();
+}
+
+Result<IssuedCertificate> CertManagerIssuer::Wait(const std::string& key,
+                                                  const std::shared_ptr<Waiter>& waiter,
+                                                  std::chrono::steady_clock::time_point deadline,
+                                                  std::stop_token stop) {
+  const Clock& clock = client_->clock();
+  std::unique_lock lock(mutex_);
+  while (!waiter->outcome.has_value()) {
+    if (shutting_down_) return Status::Cancelled("the cert-manager issuer is shutting down");
+    if (stop.stop_requested()) {
+      return Status::Cancelled("cancelled while waiting for CertificateRequest " + key);
+    }
+    auto remaining = deadline - clock.SteadyNow();
+    if (remaining <= std::chrono::steady_clock::duration::zero()) {
+      return Status::DeadlineExceeded("CertificateRequest " + key +
+                                      " still pending at the deadline (" + waiter->last_state +
+                                      "); left in place for the next try");
+    }
+    // Slices, so that a clock moved by hand is noticed too.
+    auto slice =
+        std::min<std::chrono::steady_clock::duration>(remaining, std::chrono::milliseconds(50));
+    waiter->changed.wait_for(lock, stop, slice, [&] { return waiter->outcome.has_value(); });
+  }
+  return *waiter->outcome;
+}
+
+Result<IssuedCertificate> CertManagerIssuer::Issue(const IssueInput& input,
+                                                   std::chrono::steady_clock::time_point deadline,
+                                                   std::stop_token stop) {
+  if (input.spec == nullptr) return Status::InvalidArgument("no certificate spec");
+  if (input.pod.namespace_.empty()) {
+    return Status::InvalidArgument("the pod's namespace is unknown (is podInfoOnMount set?)");
+  }
+  if (input.spec->issuer.name.empty()) return Status::InvalidArgument("no issuer name");
+  if (input.csr_pem.empty()) return Status::InvalidArgument("no CSR");
+  EnsureWatching();
+
+  const std::string& namespace_ = input.pod.namespace_;
+  const std::string collection = Collection(namespace_);
+  const std::string csr_b64 = kube::Base64Encode(input.csr_pem);
+  const std::string body = RequestBody(input, csr_b64, node_label_value_).dump();
+  const std::string& token = input.bearer_token_override;
+
+  if (input.request_name.empty()) {
+    CERTMOUNT_ASSIGN_OR_RETURN(kube::Response created,
+                               client_->Call({"POST", collection, body, token}, deadline, stop));
+    CERTMOUNT_ASSIGN_OR_RETURN(json object, ParseObject(created, "creating a CertificateRequest"));
+    const std::string name = MetadataField(object, "name");
+    const std::string key = KeyOf(namespace_, name);
+    std::shared_ptr<Waiter> waiter = Register(key, csr_b64);
+    spdlog::info("created CertificateRequest {} for volume {}", key, input.volume_id);
+    // Events between the create and Register were missed; one read covers them.
+    Result<kube::Response> current =
+        client_->Call({"GET", collection + "/" + name, "", token}, deadline, stop);
+    Offer(key, current.ok() ? current->body : created.body);
+    Result<IssuedCertificate> result = Wait(key, waiter, deadline, stop);
+    Unregister(key);
+    return result;
+  }
+
+  const std::string& name = input.request_name;
+  const std::string key = KeyOf(namespace_, name);
+  const std::string item = collection + "/" + kube::QueryEscape(name);
+  // Registered before the create, so no event about it can be missed.
+  std::shared_ptr<Waiter> waiter = Register(key, csr_b64);
+  struct Unregisterer {
+    CertManagerIssuer* issuer;
+    const std::string& key;
+    ~Unregisterer() { issuer->Unregister(key); }
+  } unregister{this, key};
+
+  for (int tries = 0;; ++tries) {
+    if (tries == 3) {
+      return Status::Aborted("CertificateRequest " + key +
+                             " keeps being replaced by another writer");
+    }
+    Result<kube::Response> created =
+        client_->Call({"POST", collection, body, token}, deadline, stop);
+    if (created.ok()) {
+      spdlog::info("created CertificateRequest {} for volume {}", key, input.volume_id);
+      Offer(key, created->body);
+      break;
+    }
+    if (created.status().code() != Code::kAlreadyExists) {
+      return created.status().WithContext("creating CertificateRequest " + key + ": ");
+    }
+    Result<kube::Response> existing = client_->Call({"GET", item, "", token}, deadline, stop);
+    if (existing.status().code() == Code::kNotFound) continue;
+    if (!existing.ok()) {
+      return existing.status().WithContext("reading CertificateRequest " + key + ": ");
+    }
+    CERTMOUNT_ASSIGN_OR_RETURN(json object,
+                               ParseObject(*existing, "reading CertificateRequest " + key));
+    if (SpecRequest(object) == csr_b64) {
+      spdlog::info("resuming CertificateRequest {} for volume {}", key, input.volume_id);
+      Offer(key, existing->body);
+      break;
+    }
+    // Same issuance name, other CSR: left by an attempt whose key is gone.
+    spdlog::info("replacing CertificateRequest {} (it holds another CSR)", key);
+    Result<kube::Response> deleted = client_->Call({"DELETE", item, "", token}, deadline, stop);
+    if (!deleted.ok() && deleted.status().code() != Code::kNotFound) {
+      return deleted.status().WithContext("deleting stale CertificateRequest " + key + ": ");
+    }
+  }
+  return Wait(key, waiter, deadline, stop);
+}
+
+Status CertManagerIssuer::DeleteRequests(const std::string& namespace_,
+                                         const std::string& volume_id, const std::string& keep_name,
+                                         std::stop_token stop) {
+  const std::string collection = Collection(namespace_);
+  const std::string selector = std::string(kNodeLabel) + "=" + node_label_value_ + "," +
+                               kVolumeLabel + "=" + IdLabelValue(volume_id);
+  auto deadline = client_->clock().SteadyNow() + options_.delete_timeout;
+  CERTMOUNT_ASSIGN_OR_RETURN(
+      kube::Response listed,
+      client_->Call({"GET", collection + "?labelSelector=" + kube::QueryEscape(selector), "", ""},
+                    deadline, stop));
+  CERTMOUNT_ASSIGN_OR_RETURN(json list, ParseObject(listed, "listing CertificateRequests"));
+  Status first_failure;
+  auto items = list.find("items");
+  if (items == list.end() || !items->is_array()) return Status::Ok();
+  for (const json& object : *items) {
+    const std::string name = MetadataField(object, "name");
+    if (name.empty() || name == keep_name) continue;
+    Result<kube::Response> deleted = client_->Call(
+        {"DELETE", collection + "/" + kube::QueryEscape(name), "", ""}, deadline, stop);
+    if (!deleted.ok() && deleted.status().code() != Code::kNotFound && first_failure.ok()) {
+      first_failure = deleted.status().WithContext("deleting CertificateRequest " +
+                                                   KeyOf(namespace_, name) + ": ");
+    }
+  }
+  return first_failure;
+}
+
+}  // namespace certmount

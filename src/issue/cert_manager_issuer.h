@@ -1,0 +1,127 @@
+// The cert-manager signer: each issuance is a cert-manager.io/v1
+// CertificateRequest in the pod's namespace, owned by the pod and labelled
+// with hashes of the node and volume ids. One watch per issuer (cluster-wide,
+// filtered by the node label) reports every pending request's outcome; no
+// request is polled. See docs/cert-manager.md.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "common/status.h"
+#include "issue/issuer.h"
+#include "kube/client.h"
+#include "kube/watcher.h"
+
+namespace certmount {
+
+inline constexpr const char* kNodeLabel = "certmount.io/node";
+inline constexpr const char* kVolumeLabel = "certmount.io/volume";
+
+// The label value for a node or volume id: the first 32 hex digits of its
+// SHA-256 (ids may be longer than 63 characters or contain characters labels
+// do not allow).
+std::string IdLabelValue(std::string_view id);
+
+// The CertificateRequest name for the `issuance`-th issuance of `volume_id`:
+// "certmount-<32 hex of sha256(volume_id)>-<issuance>", a valid object name.
+// Callers pass it as IssueInput::request_name and keep `issuance` (and the
+// key and CSR) unchanged across retries of the same issuance.
+std::string CertificateRequestName(std::string_view volume_id, uint64_t issuance);
+
+struct CertManagerIssuerOptions {
+  // This node's id; its hash labels every request and selects the watch.
+  std::string node_id;
+  // How long one watch connection lasts before it is renewed.
+  std::chrono::seconds watch_timeout{300};
+  // Bound on the calls DeleteRequests makes.
+  std::chrono::seconds delete_timeout{30};
+};
+
+class CertManagerIssuer final : public Issuer {
+ public:
+  // `client` is shared with whoever else talks to the API server. The watch
+  // starts with the first Issue, not here, so a node that never issues
+  // through cert-manager never watches.
+  CertManagerIssuer(std::shared_ptr<kube::Client> client, CertManagerIssuerOptions options);
+  // Stops the watch and wakes every waiting Issue (they return CANCELLED).
+  ~CertManagerIssuer() override;
+
+  std::string Name() const override { return "cert-manager"; }
+
+  // Creates the CertificateRequest input.request_name (or, when empty, one
+  // named by the API server from "certmount-") in input.pod.namespace_ and
+  // waits for its outcome. When the name already exists with the same CSR
+  // the existing request is resumed (restarts and retries never create a
+  // second one); with another CSR (its key is lost) it is deleted and
+  // created again. Outcomes: Ready=True with a certificate: the chain and
+  // status.ca (when status.ca is empty, the chain's last certificate if the
+  // chain has more than one, else empty); Denied: FAILED_PRECONDITION;
+  // Ready=False reason Failed: FAILED_PRECONDITION; InvalidRequest:
+  // INVALID_ARGUMENT; deleted while waiting: ABORTED; still pending at
+  // `deadline` (on the client's clock): DEADLINE_EXCEEDED, the request left
+  // in place; API server unreachable: UNAVAILABLE; `stop`: CANCELLED. Every
+  // message names the request and carries cert-manager's message. Uses
+  // input.bearer_token_override for the create/get/delete when set (the
+  // watch always uses the client's own credentials). Thread-safe.
+  Result<IssuedCertificate> Issue(const IssueInput& input,
+                                  std::chrono::steady_clock::time_point deadline,
+                                  std::stop_token stop) override;
+
+  // Deletes this node's requests for `volume_id` in `namespace_` except
+  // `keep_name` (empty: all of them): for pruning old requests and for
+  // cleaning up after volumes deleted at startup. Best effort: tries every
+  // one and returns the first failure; NOT_FOUND counts as deleted.
+  Status DeleteRequests(const std::string& namespace_, const std::string& volume_id,
+                        const std::string& keep_name, std::stop_token stop = {});
+
+  // The number of watch lists so far; for tests.
+  int watch_lists() const;
+
+ private:
+  struct Waiter {
+    std::condition_variable_any changed;
+    // Set once the request reached an outcome.
+    std::optional<Result<IssuedCertificate>> outcome;
+    // The spec.request (base64 CSR) this issuance sent: objects with another
+    // one are an older issuance under the same name and are ignored.
+    std::string expected_request;
+    // What the request said last while pending, for the deadline message.
+    std::string last_state = "no status yet";
+    int users = 0;
+  };
+
+  // Starts the watch thread if it is not running.
+  void EnsureWatching();
+  void OnEvent(const kube::WatchEvent& event);
+  // The waiter for "namespace/name", created on first use.
+  std::shared_ptr<Waiter> Register(const std::string& key, const std::string& expected_request);
+  void Unregister(const std::string& key);
+  // Records what an object says about its request's outcome, if anything.
+  void Offer(const std::string& key, const std::string& object_json);
+  Result<IssuedCertificate> Wait(const std::string& key, const std::shared_ptr<Waiter>& waiter,
+                                 std::chrono::steady_clock::time_point deadline,
+                                 std::stop_token stop);
+
+  const std::shared_ptr<kube::Client> client_;
+  const CertManagerIssuerOptions options_;
+  const std::string node_label_value_;
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<Waiter>> waiters_;
+  std::stop_source shutdown_;
+  bool shutting_down_ = false;
+  std::unique_ptr<kube::Watcher> watcher_;
+  // Declared last: joined before anything the watch thread uses goes away.
+  std::jthread watch_thread_;
+};
+
+}  // namespace certmount

@@ -1,0 +1,31 @@
+#include "kube/base64.h"
+
+#include <yaml-cpp/binary.h>
+
+#include <algorithm>
+#include <cctype>
+#include <vector>
+
+namespace certmount::kube {
+
+std::string Base64Encode(std::string_view bytes) {
+  return YAML::EncodeBase64(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+}
+
+Result<std::string> Base64Decode(std::string_view text) {
+  std::string compact;
+  compact.reserve(text.size());
+  for (char c : text) {
+    if (!std::isspace(static_cast<unsigned char>(c))) compact.push_back(c);
+  }
+  if (compact.empty()) return std::string();
+  // yaml-cpp signals bad input with an empty result, so a non-empty input
+  // must decode to something.
+  std::vector<unsigned char> bytes = YAML::DecodeBase64(compact);
+  if (bytes.empty() || compact.size() % 4 != 0) {
+    return Status::InvalidArgument("not valid base64");
+  }
+  return std::string(bytes.begin(), bytes.end());
+}
+
+}  // namespace certmount::kube

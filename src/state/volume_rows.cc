@@ -1,0 +1,76 @@
+#include "state/volume_rows.h"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <utility>
+
+#include "state/attributes_json.h"
+
+namespace certmount {
+
+const char kVolumeSelectColumns[] =
+    "SELECT volume_id, target_path, pod_namespace, pod_name, pod_uid, service_account, "
+    "attributes, issuer, mounted, created_at, mounted_at, serial, not_before, not_after, "
+    "next_issuance_at, renewal_attempts, last_error, updated_at, file_group FROM volumes ";
+
+const char kIssuanceSelectColumns[] =
+    "SELECT id, volume_id, kind, result, serial, not_before, not_after, "
+    "issued_at, issuer, duration_ms, error FROM issuances ";
+
+std::optional<int64_t> OptionalInt(const SQLite::Column& column) {
+  if (column.isNull()) return std::nullopt;
+  return column.getInt64();
+}
+
+Result<VolumeRecord> VolumeFromRow(const SQLite::Statement& row) {
+  VolumeRecord volume;
+  volume.volume_id = row.getColumn(0).getString();
+  volume.target_path = row.getColumn(1).getString();
+  volume.pod_namespace = row.getColumn(2).getString();
+  volume.pod_name = row.getColumn(3).getString();
+  volume.pod_uid = row.getColumn(4).getString();
+  volume.service_account = row.getColumn(5).getString();
+  CERTMOUNT_ASSIGN_OR_RETURN(volume.attributes,
+                             AttributesFromJson(row.getColumn(6).getString(), volume.volume_id));
+  volume.issuer = row.getColumn(7).getString();
+  volume.mounted = row.getColumn(8).getInt() == 1;
+  volume.created_at = row.getColumn(9).getInt64();
+  volume.mounted_at = OptionalInt(row.getColumn(10));
+  volume.serial = row.getColumn(11).getString();  // "" for NULL
+  volume.not_before = OptionalInt(row.getColumn(12));
+  volume.not_after = OptionalInt(row.getColumn(13));
+  volume.next_issuance_at = OptionalInt(row.getColumn(14));
+  volume.renewal_attempts = row.getColumn(15).getInt64();
+  volume.last_error = row.getColumn(16).getString();
+  volume.updated_at = row.getColumn(17).getInt64();
+  volume.file_group = OptionalInt(row.getColumn(18));
+  return volume;
+}
+
+Result<std::vector<VolumeRecord>> CollectVolumes(SQLite::Statement& statement) {
+  std::vector<VolumeRecord> volumes;
+  while (statement.executeStep()) {
+    CERTMOUNT_ASSIGN_OR_RETURN(VolumeRecord volume, VolumeFromRow(statement));
+    volumes.push_back(std::move(volume));
+  }
+  return volumes;
+}
+
+IssuanceRecord IssuanceFromRow(const SQLite::Statement& row) {
+  IssuanceRecord record;
+  record.id = row.getColumn(0).getInt64();
+  record.volume_id = row.getColumn(1).getString();
+  record.kind =
+      row.getColumn(2).getString() == "publish" ? IssuanceKind::kPublish : IssuanceKind::kRenewal;
+  record.ok = row.getColumn(3).getString() == "ok";
+  record.serial = row.getColumn(4).getString();
+  record.not_before = OptionalInt(row.getColumn(5));
+  record.not_after = OptionalInt(row.getColumn(6));
+  record.issued_at = row.getColumn(7).getInt64();
+  record.issuer = row.getColumn(8).getString();
+  record.duration_ms = row.getColumn(9).getInt64();
+  record.error = row.getColumn(10).getString();
+  return record;
+}
+
+}  // namespace certmount

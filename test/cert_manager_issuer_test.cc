@@ -1,0 +1,328 @@
+// The cert-manager issuer against the fake API server playing cert-manager:
+// the exact CertificateRequest it sends, every outcome, resuming after a
+// deadline, the shared watch surviving drops and 410s, and pruning.
+#include "issue/cert_manager_issuer.h"
+
+#include <gtest/gtest.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "issue/csr.h"
+#include "issue/private_key.h"
+#include "kube/base64.h"
+#include "support/fake_kube_api.h"
+
+namespace certmount {
+namespace {
+
+using ::certmount::testing::FakeKubeApi;
+using ::certmount::testing::SignerPolicy;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+constexpr const char* kNs = "team-a";
+
+std::string MakeCsr(const CertificateSpec& spec) {
+  Result<PrivateKey> key = PrivateKey::Generate(KeyAlgorithm::kEcdsa, 256);
+  EXPECT_TRUE(key.ok());
+  Result<std::string> csr = BuildCsrPem(*key, spec);
+  EXPECT_TRUE(csr.ok()) << csr.status().ToString();
+  return *csr;
+}
+
+// True when the first certificate of `chain_pem` is signed by `ca_pem`.
+bool SignedBy(const std::string& chain_pem, const std::string& ca_pem) {
+  auto read = [](const std::string& pem) {
+    BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+    X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
+    BIO_free(bio);
+    return std::unique_ptr<X509, decltype(&X509_free)>(cert, &X509_free);
+  };
+  auto leaf = read(chain_pem);
+  auto ca = read(ca_pem);
+  if (!leaf || !ca) return false;
+  EVP_PKEY* ca_key = X509_get0_pubkey(ca.get());
+  return X509_verify(leaf.get(), ca_key) == 1;
+}
+
+class CertManagerIssuerTest : public ::testing::Test {
+ protected:
+  CertManagerIssuerTest() {
+    spec_.issuer = {"my-issuer", "ClusterIssuer", "cert-manager.io"};
+    spec_.dns_names = {"app.team-a.svc"};
+    spec_.duration = std::chrono::hours(1) + std::chrono::minutes(30);
+    spec_.usages = {"digital signature", "key encipherment", "server auth"};
+    spec_.annotations = {{"venafi.cert-manager.io/custom-fields", "[]"}};
+    input_.volume_id = "csi-0123456789abcdef";
+    input_.spec = &spec_;
+    input_.pod = {"app-7d9f", kNs, "9b2c6a1e-pod-uid", "app-sa"};
+    input_.csr_pem = MakeCsr(spec_);
+    input_.request_name = CertificateRequestName(input_.volume_id, 1);
+    MakeIssuer(api_.url());
+  }
+
+  void MakeIssuer(const std::string& server) {
+    issuer_.reset();
+    kube::KubeConfig config;
+    config.server = server;
+    config.ca_pem = api_.server_ca_pem();
+    config.token = FakeKubeApi::kToken;
+    kube::ClientOptions options;
+    options.initial_backoff = 10ms;
+    auto client = kube::Client::Create(config, options);
+    ASSERT_TRUE(client.ok());
+    CertManagerIssuerOptions issuer_options;
+    issuer_options.node_id = "node-1";
+    issuer_ = std::make_unique<CertManagerIssuer>(std::shared_ptr<kube::Client>(std::move(*client)),
+                                                  issuer_options);
+  }
+
+  Result<IssuedCertificate> Issue(std::chrono::milliseconds timeout = 10s,
+                                  std::stop_token stop = {}) {
+    return issuer_->Issue(input_, std::chrono::steady_clock::now() + timeout, stop);
+  }
+
+  std::vector<json> Posts() {
+    std::vector<json> bodies;
+    for (const auto& request : api_.Requests()) {
+      if (request.method == "POST") bodies.push_back(json::parse(request.body));
+    }
+    return bodies;
+  }
+
+  FakeKubeApi api_;
+  CertificateSpec spec_;
+  IssueInput input_;
+  std::unique_ptr<CertManagerIssuer> issuer_;
+};
+
+TEST_F(CertManagerIssuerTest, SendsTheExpectedRequestAndReturnsTheSignedChain) {
+  Result<IssuedCertificate> issued = Issue();
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  EXPECT_TRUE(SignedBy(issued->certificate_chain_pem, api_.signer_ca_pem()));
+  EXPECT_EQ(issued->ca_pem, api_.signer_ca_pem());
+
+  std::vector<json> posts = Posts();
+  ASSERT_EQ(posts.size(), 1u);
+  const json& body = posts[0];
+  EXPECT_EQ(body["apiVersion"], "cert-manager.io/v1");
+  EXPECT_EQ(body["kind"], "CertificateRequest");
+  EXPECT_EQ(body["metadata"]["name"], input_.request_name);
+  EXPECT_EQ(body["metadata"]["namespace"], kNs);
+  EXPECT_EQ(body["metadata"]["labels"],
+            json({{"certmount.io/node", IdLabelValue("node-1")},
+                  {"certmount.io/volume", IdLabelValue(input_.volume_id)},
+                  {"app.kubernetes.io/managed-by", "certmount"}}));
+  EXPECT_EQ(IdLabelValue("node-1").size(), 32u);
+  EXPECT_EQ(body["metadata"]["annotations"],
+            json({{"venafi.cert-manager.io/custom-fields", "[]"}}));
+  EXPECT_EQ(body["metadata"]["ownerReferences"],
+            json::parse(R"([{"apiVersion":"v1","kind":"Pod","name":"app-7d9f",
+                "uid":"9b2c6a1e-pod-uid","controller":false,"blockOwnerDeletion":false}])"));
+  EXPECT_EQ(body["spec"]["issuerRef"],
+            json({{"name", "my-issuer"}, {"kind", "ClusterIssuer"}, {"group", "cert-manager.io"}}));
+  EXPECT_EQ(body["spec"]["duration"], "1h30m0s");
+  EXPECT_EQ(body["spec"]["isCA"], false);
+  EXPECT_EQ(body["spec"]["usages"], json({"digital signature", "key encipherment", "server auth"}));
+  Result<std::string> csr = kube::Base64Decode(body["spec"]["request"].get<std::string>());
+  ASSERT_TRUE(csr.ok());
+  EXPECT_EQ(*csr, input_.csr_pem);
+
+  // Requests are found through the watch; nothing polls.
+  EXPECT_EQ(api_.Count("GET", "/apis/cert-manager.io/v1/namespaces/"), 0);
+}
+
+TEST_F(CertManagerIssuerTest, RequestNameIsAValidObjectName) {
+  std::string name = CertificateRequestName("csi-ABC/with odd chars", 42);
+  EXPECT_EQ(name.rfind("certmount-", 0), 0u);
+  EXPECT_EQ(name.substr(name.size() - 3), "-42");
+  EXPECT_LE(name.size(), 63u);
+  for (char c : name) {
+    EXPECT_TRUE(std::islower(c) || std::isdigit(c) || c == '-') << name;
+  }
+}
+
+TEST_F(CertManagerIssuerTest, TerminalConditionsSurfaceTheirMessage) {
+  struct Case {
+    SignerPolicy policy;
+    Code code;
+  };
+  int issuance = 1;
+  for (Case c : {Case{SignerPolicy::kDeny, Code::kFailedPrecondition},
+                 Case{SignerPolicy::kFail, Code::kFailedPrecondition},
+                 Case{SignerPolicy::kInvalid, Code::kInvalidArgument}}) {
+    const std::string message = "message number " + std::to_string(issuance);
+    api_.SetPolicy(c.policy, message);
+    input_.request_name = CertificateRequestName(input_.volume_id, issuance++);
+    Result<IssuedCertificate> issued = Issue();
+    EXPECT_EQ(issued.status().code(), c.code) << issued.status().ToString();
+    EXPECT_NE(issued.status().message().find(message), std::string::npos)
+        << issued.status().ToString();
+    EXPECT_NE(issued.status().message().find(input_.request_name), std::string::npos);
+  }
+}
+
+TEST_F(CertManagerIssuerTest, PendingAtTheDeadlineIsLeftInPlaceAndResumed) {
+  api_.SetPolicy(SignerPolicy::kPending);
+  Result<IssuedCertificate> first = Issue(300ms);
+  EXPECT_EQ(first.status().code(), Code::kDeadlineExceeded) << first.status().ToString();
+  ASSERT_TRUE(api_.Object(kNs, input_.request_name).has_value());
+
+  // A retry of the same issuance while still pending waits for the same request.
+  std::thread approver([&] {
+    api_.WaitUntil([&] { return api_.Count("GET", "/apis/cert-manager.io/v1/namespaces/") == 1; });
+    api_.Resolve(kNs, input_.request_name, SignerPolicy::kApprove);
+  });
+  Result<IssuedCertificate> second = Issue();
+  approver.join();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_TRUE(SignedBy(second->certificate_chain_pem, api_.signer_ca_pem()));
+  EXPECT_EQ(api_.ObjectCount(), 1u);
+
+  // And once signed, another retry gets the certificate straight away.
+  Result<IssuedCertificate> third = Issue();
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  EXPECT_EQ(third->certificate_chain_pem, second->certificate_chain_pem);
+  EXPECT_EQ(api_.ObjectCount(), 1u);
+}
+
+TEST_F(CertManagerIssuerTest, SameNameWithAnotherCsrIsReplaced) {
+  api_.SetPolicy(SignerPolicy::kPending);
+  EXPECT_EQ(Issue(200ms).status().code(), Code::kDeadlineExceeded);
+  // A restart lost the key: same issuance name, new CSR.
+  input_.csr_pem = MakeCsr(spec_);
+  api_.SetPolicy(SignerPolicy::kApprove);
+  Result<IssuedCertificate> issued = Issue();
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  EXPECT_EQ(api_.ObjectCount(), 1u);
+  auto object = api_.Object(kNs, input_.request_name);
+  ASSERT_TRUE(object.has_value());
+  EXPECT_EQ(*kube::Base64Decode((*object)["spec"]["request"].get<std::string>()), input_.csr_pem);
+}
+
+TEST_F(CertManagerIssuerTest, WatchResumesAfterADroppedConnection) {
+  api_.SetPolicy(SignerPolicy::kPending);
+  std::thread resolver([&] {
+    api_.WaitUntil([&] { return api_.open_watches() == 1 && api_.ObjectCount() == 1; });
+    api_.DropWatches();
+    api_.Resolve(kNs, input_.request_name, SignerPolicy::kApprove);
+  });
+  Result<IssuedCertificate> issued = Issue();
+  resolver.join();
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  EXPECT_EQ(issuer_->watch_lists(), 1);
+}
+
+TEST_F(CertManagerIssuerTest, WatchListsAgainAfterGone) {
+  api_.SetPolicy(SignerPolicy::kPending);
+  std::thread resolver([&] {
+    api_.WaitUntil([&] { return api_.open_watches() == 1 && api_.ObjectCount() == 1; });
+    api_.Compact();
+    api_.DropWatches();
+    api_.Resolve(kNs, input_.request_name, SignerPolicy::kApprove);
+  });
+  Result<IssuedCertificate> issued = Issue();
+  resolver.join();
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  // The outcome came after the compaction, so only a second list can have seen it.
+  EXPECT_EQ(issuer_->watch_lists(), 2);
+}
+
+TEST_F(CertManagerIssuerTest, ServerErrorsOnCreateAreRetried) {
+  api_.FailNext("POST", 1, 429, 0);
+  api_.FailNext("POST", 1, 500, 0);
+  Result<IssuedCertificate> issued = Issue();
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  EXPECT_EQ(Posts().size(), 3u);
+  EXPECT_EQ(api_.ObjectCount(), 1u);
+}
+
+TEST_F(CertManagerIssuerTest, EmptyStatusCaFallsBackToTheChainsLastCertificate) {
+  api_.SetOmitCa(true);
+  Result<IssuedCertificate> issued = Issue();
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  EXPECT_EQ(issued->ca_pem, api_.signer_ca_pem());
+}
+
+TEST_F(CertManagerIssuerTest, GeneratedNamesWorkToo) {
+  input_.request_name.clear();
+  Result<IssuedCertificate> issued = Issue();
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  EXPECT_EQ(Posts()[0]["metadata"]["generateName"], "certmount-");
+}
+
+TEST_F(CertManagerIssuerTest, UnreachableApiServerIsUnavailableQuickly) {
+  api_.SetPolicy(SignerPolicy::kApprove);
+  MakeIssuer("https://127.0.0.1:1");
+  auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(Issue().status().code(), Code::kUnavailable);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);
+}
+
+TEST_F(CertManagerIssuerTest, CancelWhileWaiting) {
+  api_.SetPolicy(SignerPolicy::kPending);
+  std::stop_source stop;
+  std::thread canceller([&] {
+    api_.WaitUntil([&] { return api_.ObjectCount() == 1; });
+    stop.request_stop();
+  });
+  EXPECT_EQ(Issue(10s, stop.get_token()).status().code(), Code::kCancelled);
+  canceller.join();
+}
+
+TEST_F(CertManagerIssuerTest, PodTokenIsUsedAndNeverLogged) {
+  std::ostringstream captured;
+  auto previous = spdlog::default_logger();
+  auto logger = std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(captured));
+  logger->set_level(spdlog::level::trace);
+  spdlog::set_default_logger(logger);
+  api_.AcceptToken("pod-sa-token-secret");
+  input_.bearer_token_override = "pod-sa-token-secret";
+  api_.FailNext("POST", 1, 500, 0);
+  Result<IssuedCertificate> issued = Issue();
+  issuer_.reset();
+  spdlog::set_default_logger(previous);
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  for (const auto& request : api_.Requests()) {
+    if (request.method == "POST") {
+      EXPECT_EQ(request.authorization, "Bearer pod-sa-token-secret");
+    }
+    if (request.params.count("watch")) {
+      EXPECT_EQ(request.authorization, std::string("Bearer ") + FakeKubeApi::kToken);
+    }
+  }
+  EXPECT_NE(captured.str().find("created CertificateRequest"), std::string::npos);
+  EXPECT_EQ(captured.str().find("pod-sa-token-secret"), std::string::npos) << captured.str();
+  EXPECT_EQ(captured.str().find(FakeKubeApi::kToken), std::string::npos) << captured.str();
+}
+
+TEST_F(CertManagerIssuerTest, DeleteRequestsKeepsOnlyTheNamedOne) {
+  for (int issuance = 1; issuance <= 3; ++issuance) {
+    input_.request_name = CertificateRequestName(input_.volume_id, issuance);
+    ASSERT_TRUE(Issue().ok());
+  }
+  IssueInput other = input_;
+  other.volume_id = "csi-other";
+  other.request_name = CertificateRequestName(other.volume_id, 1);
+  ASSERT_TRUE(issuer_->Issue(other, std::chrono::steady_clock::now() + 10s, {}).ok());
+  ASSERT_EQ(api_.ObjectCount(), 4u);
+
+  const std::string keep = CertificateRequestName(input_.volume_id, 3);
+  ASSERT_TRUE(issuer_->DeleteRequests(kNs, input_.volume_id, keep).ok());
+  EXPECT_EQ(api_.ObjectCount(), 2u);
+  EXPECT_TRUE(api_.Object(kNs, keep).has_value());
+  EXPECT_TRUE(api_.Object(kNs, other.request_name).has_value());
+
+  ASSERT_TRUE(issuer_->DeleteRequests(kNs, input_.volume_id, "").ok());
+  EXPECT_EQ(api_.ObjectCount(), 1u);
+}
+
+}  // namespace
+}  // namespace certmount

@@ -1,0 +1,160 @@
+// An in-process Kubernetes API server for tests, playing cert-manager too:
+// HTTPS on 127.0.0.1 with a certificate from its own CA, bearer-token
+// authentication, CertificateRequests per namespace with increasing
+// resourceVersions, create/get/list/delete, and watches (chunked
+// newline-delimited JSON) that can be dropped or expired (410 Gone). Each
+// created request is answered per the current SignerPolicy, signing with a
+// LocalCa. Every request is recorded so tests can check exact bodies.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "issue/local_ca.h"
+#include "support/temp_dir.h"
+
+namespace httplib {
+class SSLServer;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace certmount::testing {
+
+enum class SignerPolicy {
+  kApprove,  // Approved, Ready=True, signed by signer()
+  kDeny,     // Denied=True with the message
+  kFail,     // Approved, Ready=False reason Failed with the message
+  kInvalid,  // InvalidRequest=True with the message
+  kPending,  // no status until Resolve()
+};
+
+struct RecordedRequest {
+  std::string method;
+  std::string path;
+  std::map<std::string, std::string> params;
+  std::string body;
+  std::string authorization;  // the Authorization header as received
+};
+
+class FakeKubeApi {
+ public:
+  static constexpr const char* kToken = "fake-api-token-0123456789";
+
+  FakeKubeApi();
+  ~FakeKubeApi();
+  FakeKubeApi(const FakeKubeApi&) = delete;
+  FakeKubeApi& operator=(const FakeKubeApi&) = delete;
+
+  // "https://127.0.0.1:<port>".
+  std::string url() const;
+  int port() const { return port_; }
+  // The CA that verifies the server's certificate.
+  const std::string& server_ca_pem() const { return server_ca_pem_; }
+  // The CA cert-manager signs with (status.ca).
+  const std::string& signer_ca_pem() const;
+
+  // Accept `token` as well as kToken; RevokeToken stops accepting one.
+  void AcceptToken(const std::string& token);
+  void RevokeToken(const std::string& token);
+
+  // How requests created from now on are answered.
+  void SetPolicy(SignerPolicy policy, std::string message = "");
+  // Answer with an empty status.ca and the signer CA appended to the chain.
+  void SetOmitCa(bool omit);
+  // Gives the pending request namespace_/name its outcome. False if unknown.
+  bool Resolve(const std::string& namespace_, const std::string& name, SignerPolicy policy,
+               std::string message = "");
+
+  // The next `count` requests with `method` ("" for any, watches excluded)
+  // get `http_status`, with Retry-After when `retry_after_seconds` >= 0.
+  void FailNext(const std::string& method, int count, int http_status,
+                int retry_after_seconds = -1);
+
+  // Ends every open watch stream (cleanly; clients must resume).
+  void DropWatches();
+  // Forgets history: a watch from any resourceVersion so far gets 410; a
+  // list now returns a newer one.
+  void Compact();
+  // 410 as an ERROR event in a 200 stream (true) or as HTTP 410 (false).
+  void SetGoneAsEvent(bool as_event);
+
+  std::vector<RecordedRequest> Requests() const;
+  // Recorded requests with `method` whose path starts with `path_prefix`;
+  // `watch` selects watch or non-watch requests.
+  int Count(const std::string& method, const std::string& path_prefix, bool watch = false) const;
+  std::optional<nlohmann::json> Object(const std::string& namespace_,
+                                       const std::string& name) const;
+  size_t ObjectCount() const;
+  // Inserts an object directly (as if someone else created it).
+  void Put(const nlohmann::json& object);
+  int open_watches() const;
+
+  // Waits (real time, up to `timeout`) until `predicate` holds; it is
+  // re-checked after every change the server sees and every 20 ms. False
+  // on timeout.
+  bool WaitUntil(const std::function<bool()>& predicate,
+                 std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+ private:
+  struct Event {
+    int64_t resource_version;
+    std::string type;
+    nlohmann::json object;
+  };
+  struct Failure {
+    std::string method;
+    int count;
+    int http_status;
+    int retry_after;
+  };
+
+  // Returns false after writing an error answer.
+  bool Admit(const httplib::Request& request, httplib::Response& response, bool watch);
+  void Create(const std::string& namespace_, const httplib::Request& request,
+              httplib::Response& response);
+  void List(const std::string& namespace_, const httplib::Request& request,
+            httplib::Response& response);
+  void Watch(const std::string& namespace_, const httplib::Request& request,
+             httplib::Response& response);
+  // Must hold mutex_. Stores `object` with a new resourceVersion and records the event.
+  void StoreLocked(nlohmann::json object, const std::string& type);
+  void ApplyPolicyLocked(const std::string& key, SignerPolicy policy, const std::string& message);
+
+  TempDir dir_;
+  std::string server_ca_pem_;
+  std::unique_ptr<LocalCa> signer_;
+  std::unique_ptr<httplib::SSLServer> server_;
+  std::thread server_thread_;
+  int port_ = 0;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  bool stopping_ = false;
+  std::vector<std::string> tokens_;
+  SignerPolicy policy_ = SignerPolicy::kApprove;
+  std::string policy_message_;
+  bool omit_ca_ = false;
+  bool gone_as_event_ = false;
+  std::vector<Failure> failures_;
+  std::vector<RecordedRequest> requests_;
+  std::map<std::string, nlohmann::json> objects_;  // "namespace/name"
+  std::vector<Event> events_;
+  int64_t resource_version_ = 1000;
+  int64_t compacted_before_ = 0;
+  int drop_generation_ = 0;
+  int open_watches_ = 0;
+  int name_counter_ = 0;
+};
+
+}  // namespace certmount::testing
