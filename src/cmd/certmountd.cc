@@ -14,6 +14,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <thread>
 
@@ -21,6 +22,7 @@
 #include "common/logging.h"
 #include "csi/endpoint.h"
 #include "csi/identity_service.h"
+#include "csi/metrics_server.h"
 #include "csi/node_service.h"
 #include "csi/rpc_log.h"
 #include "issue/go_duration.h"
@@ -59,6 +61,7 @@ struct Flags {
   std::string renewal_backoff_initial = "30s";
   std::string renewal_backoff_max = "5m";
   int history_limit = 10;
+  std::string metrics_address;  // empty: no metrics endpoint
 };
 
 // CSI's plugin-name rule: at most 63 characters, alphanumerics at both ends,
@@ -134,6 +137,15 @@ int Run(const Flags& flags) {
                  "--renewal-backoff-max\n";
     return kExitUsage;
   }
+  std::optional<MetricsAddress> metrics_address;
+  if (!flags.metrics_address.empty()) {
+    Result<MetricsAddress> parsed = ParseMetricsAddress(flags.metrics_address);
+    if (!parsed.ok()) {
+      std::cerr << "certmountd: " << parsed.status().message() << "\n";
+      return kExitUsage;
+    }
+    metrics_address = *parsed;
+  }
   if (flags.issuer != "local-ca") {
     std::cerr << "certmountd: --issuer: unknown issuer \"" << flags.issuer
               << "\" (available: local-ca)\n";
@@ -194,6 +206,18 @@ int Run(const Flags& flags) {
   scheduler_options.history_limit = flags.history_limit;
   RenewalScheduler scheduler(scheduler_options, store->get(), &renewer, &clock);
 
+  // Served from before the startup cleanup: /healthz answers during a long
+  // cleanup, /readyz stays 503 until the CSI socket is served.
+  std::optional<StateCollector> state_metrics;
+  MetricsServer metrics_server(&metrics::DefaultRegistry(), store->get());
+  if (metrics_address.has_value()) {
+    state_metrics.emplace(&metrics::DefaultRegistry(), store->get(), &scheduler);
+    if (Status s = metrics_server.Start(*metrics_address); !s.ok()) {
+      spdlog::error("--metrics-address: {}", s.message());
+      return kExitFailure;
+    }
+  }
+
   Result<StartupSummary> startup = publisher.Startup();
   if (!startup.ok()) {
     spdlog::error("startup cleanup failed: {}", startup.status().ToString());
@@ -239,12 +263,14 @@ int Run(const Flags& flags) {
   }
   chmod(socket_path->c_str(), 0660);
   ready = true;
+  metrics_server.SetStartupComplete(true);
   spdlog::info("serving CSI on {}", flags.endpoint);
 
   int signal_number = 0;
   sigwait(&shutdown_signals, &signal_number);
   spdlog::info("received {}, shutting down", strsignal(signal_number));
   ready = false;
+  metrics_server.SetStartupComplete(false);
   // No renewal starts from here on; running ones are cancelled and keep their
   // stored schedule, so the next start retries them on time.
   scheduler.Stop();
@@ -260,6 +286,9 @@ int Run(const Flags& flags) {
   server->Shutdown(std::chrono::system_clock::now());
   server->Wait();
   server.reset();
+  // The collector reads the store and the scheduler: both must still exist.
+  metrics_server.Stop();
+  state_metrics.reset();
   store->reset();
   unlink(socket_path->c_str());
   spdlog::info("stopped");
@@ -319,6 +348,10 @@ int main(int argc, char** argv) {
                  "issuance history rows kept per volume in state.db")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
+  app.add_option("--metrics-address", flags.metrics_address,
+                 "serve /metrics, /healthz and /readyz over HTTP on host:port or :port "
+                 "(e.g. :9402); empty (the default) serves nothing")
+      ->expected(0, 1);  // so that --metrics-address= (empty) parses
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

@@ -5,9 +5,31 @@
 #include <chrono>
 #include <exception>
 
+#include "common/metrics.h"
 #include "csi/grpc_status.h"
 
 namespace certmount {
+
+namespace {
+
+metrics::CounterFamily& RequestsTotal() {
+  static metrics::CounterFamily& family = metrics::DefaultRegistry().AddCounter(
+      "certmount_grpc_requests_total", "CSI calls handled, by method and status code.",
+      {"method", "code"});
+  return family;
+}
+
+metrics::HistogramFamily& RequestSeconds() {
+  static metrics::HistogramFamily& family = metrics::DefaultRegistry().AddHistogram(
+      "certmount_grpc_request_duration_seconds", "Time CSI calls took, by method.", {"method"},
+      metrics::DurationBuckets());
+  return family;
+}
+
+// Registered while the program starts, so both render before the first call.
+[[maybe_unused]] const bool registered_at_startup = (RequestsTotal(), RequestSeconds(), true);
+
+}  // namespace
 
 grpc::Status RunRpc(std::string_view method, std::string_view volume_id,
                     const std::function<Status()>& body) {
@@ -25,6 +47,9 @@ grpc::Status RunRpc(std::string_view method, std::string_view volume_id,
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
           .count();
+  const std::string method_label(method);
+  RequestsTotal().WithLabels({method_label, CodeName(status.code())}).Increment();
+  RequestSeconds().WithLabels({method_label}).Observe(ms / 1000.0);
   const auto level = status.ok() ? spdlog::level::info : spdlog::level::warn;
   if (status.ok()) {
     spdlog::log(level, "rpc method={} volume_id={} code=OK duration_ms={:.1f}", method,

@@ -191,6 +191,12 @@ void RenewalScheduler::RunRenewal(const std::string& volume_id) {
   attempt.issuer = renewer_->issuer_name();
   attempt.duration_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(clock_->SteadyNow() - started).count();
+  // Cancelled attempts are neither history nor metrics: they say nothing
+  // about the issuer.
+  if (renewed.ok() || !stop.stop_requested()) {
+    RecordIssuanceMetrics(attempt.issuer, IssuanceKind::kRenewal, renewed.ok(),
+                          std::chrono::duration<double>(clock_->SteadyNow() - started).count());
+  }
 
   if (renewed.ok()) {
     // Recorded even when a stop came late: the files are already new, and
@@ -254,6 +260,19 @@ std::optional<int64_t> RenewalScheduler::NextDueAt() const {
 size_t RenewalScheduler::size() const {
   std::lock_guard lock(mu_);
   return entries_.size();
+}
+
+SchedulerStats RenewalScheduler::Stats() const {
+  std::lock_guard lock(mu_);
+  SchedulerStats stats;
+  stats.scheduled = static_cast<int64_t>(entries_.size());
+  const int64_t now = clock_->NowUnix();
+  for (auto it = timer_.begin(); it != timer_.end() && it->first <= now; ++it) ++stats.due;
+  stats.due += static_cast<int64_t>(work_.size());
+  stats.running = busy_ - static_cast<int64_t>(work_.size());
+  stats.rate_limit_waits = bucket_.waits();
+  stats.rate_limit_wait_seconds = bucket_.waited().count();
+  return stats;
 }
 
 void RenewalScheduler::Start() {

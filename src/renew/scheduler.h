@@ -58,6 +58,15 @@ struct SchedulerLoadSummary {
   int64_t spread_seconds = 0;  // the overdue ones are spread over this long
 };
 
+// A snapshot of the scheduler for metrics.
+struct SchedulerStats {
+  int64_t scheduled = 0;  // volumes known (waiting or being renewed)
+  int64_t due = 0;        // due now but not started: waiting for a token, a worker, or queued
+  int64_t running = 0;    // renewals running now
+  int64_t rate_limit_waits = 0;        // see TokenBucket::waits
+  double rate_limit_wait_seconds = 0;  // see TokenBucket::waited
+};
+
 class RenewalScheduler final : public VolumeObserver {
  public:
   // `store`, `renewer` and `clock` must outlive the scheduler.
@@ -104,6 +113,9 @@ class RenewalScheduler final : public VolumeObserver {
   std::optional<int64_t> NextDueAt() const;
   // Volumes known (waiting or being renewed).
   size_t size() const;
+  // The counts above in one consistent snapshot; walks only the due part of
+  // the timer.
+  SchedulerStats Stats() const;
 
   // Starts the dispatcher and max_concurrent_issuance workers.
   void Start();

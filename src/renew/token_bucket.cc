@@ -11,8 +11,7 @@ TokenBucket::TokenBucket(double rate, int burst, const Clock* clock)
       tokens_(burst_),
       refilled_at_(clock->SteadyNow()) {}
 
-void TokenBucket::Refill() {
-  const auto now = clock_->SteadyNow();
+void TokenBucket::Refill(std::chrono::steady_clock::time_point now) {
   if (now <= refilled_at_) return;
   const double seconds = std::chrono::duration<double>(now - refilled_at_).count();
   tokens_ = std::min(burst_, tokens_ + seconds * rate_);
@@ -20,14 +19,31 @@ void TokenBucket::Refill() {
 }
 
 bool TokenBucket::TryTake() {
-  Refill();
-  if (tokens_ < 1.0) return false;
+  const auto now = clock_->SteadyNow();
+  Refill(now);
+  if (tokens_ < 1.0) {
+    if (!waiting_) {
+      waiting_ = true;
+      waiting_since_ = now;
+      ++waits_;
+    }
+    return false;
+  }
+  if (waiting_) {
+    waited_ += now - waiting_since_;
+    waiting_ = false;
+  }
   tokens_ -= 1.0;
   return true;
 }
 
+std::chrono::duration<double> TokenBucket::waited() const {
+  if (!waiting_) return waited_;
+  return waited_ + (clock_->SteadyNow() - waiting_since_);
+}
+
 std::chrono::steady_clock::time_point TokenBucket::NextTokenAt() {
-  Refill();
+  Refill(clock_->SteadyNow());
   if (tokens_ >= 1.0) return refilled_at_;
   const double missing_seconds = (1.0 - tokens_) / rate_;
   return refilled_at_ + std::chrono::ceil<std::chrono::steady_clock::duration>(

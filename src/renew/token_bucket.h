@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 
 #include "common/clock.h"
 
@@ -22,14 +23,24 @@ class TokenBucket {
   // the future when the bucket is empty.
   std::chrono::steady_clock::time_point NextTokenAt();
 
+  // Rate-limit waits, for metrics: a wait begins at a TryTake that finds the
+  // bucket empty and ends at the next TryTake that succeeds. How many began,
+  // and how long they lasted in total (the current one up to now).
+  int64_t waits() const { return waits_; }
+  std::chrono::duration<double> waited() const;
+
  private:
-  void Refill();
+  void Refill(std::chrono::steady_clock::time_point now);
 
   const double rate_;
   const double burst_;
   const Clock* clock_;
   double tokens_;
   std::chrono::steady_clock::time_point refilled_at_;
+  int64_t waits_ = 0;
+  bool waiting_ = false;
+  std::chrono::steady_clock::time_point waiting_since_;
+  std::chrono::duration<double> waited_{0};
 };
 
 }  // namespace certmount

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <set>
 
+#include "common/metrics.h"
 #include "issue/attributes.h"
 #include "volume/atomic_writer.h"
 #include "volume/issuance.h"
@@ -14,6 +15,58 @@
 #include "volume/volume_layout.h"
 
 namespace certmount {
+
+namespace {
+
+// The publisher's metric families, registered while the program starts so
+// that each renders (at zero) before its first update.
+struct PublisherMetrics {
+  metrics::HistogramFamily& publish_seconds = metrics::DefaultRegistry().AddHistogram(
+      "certmount_publish_duration_seconds",
+      "Time NodePublishVolume spent in the publisher, by result (ok or error).", {"result"},
+      metrics::DurationBuckets());
+  metrics::Histogram& publish_ok = publish_seconds.WithLabels({"ok"});
+  metrics::Histogram& publish_error = publish_seconds.WithLabels({"error"});
+  metrics::CounterFamily& issuances = metrics::DefaultRegistry().AddCounter(
+      "certmount_issuances_total",
+      "Issuances that ran to an outcome, by issuer, kind (publish or renewal) and result (ok or "
+      "error).",
+      {"issuer", "kind", "result"});
+  metrics::HistogramFamily& issuance_seconds = metrics::DefaultRegistry().AddHistogram(
+      "certmount_issuance_duration_seconds",
+      "Time one issuance took (key, CSR, issuer, files), by issuer and kind.", {"issuer", "kind"},
+      metrics::DurationBuckets());
+  metrics::GaugeFamily& startup_volumes = metrics::DefaultRegistry().AddGauge(
+      "certmount_startup_cleanup_volumes",
+      "What the startup cleanup did, by outcome: kept (mounted rows), deleted (rows removed), "
+      "unmounted (of the deleted, rows whose target was no longer mounted), orphans_removed "
+      "(directories without a row).",
+      {"outcome"});
+  metrics::Gauge& startup_seconds = metrics::DefaultRegistry()
+                                        .AddGauge("certmount_startup_cleanup_duration_seconds",
+                                                  "How long the startup cleanup took.")
+                                        .WithLabels({});
+};
+
+PublisherMetrics& Metrics() {
+  static PublisherMetrics publisher_metrics;
+  return publisher_metrics;
+}
+
+[[maybe_unused]] const PublisherMetrics& registered_at_startup = Metrics();
+
+const char* KindLabel(IssuanceKind kind) {
+  return kind == IssuanceKind::kPublish ? "publish" : "renewal";
+}
+
+}  // namespace
+
+void RecordIssuanceMetrics(const std::string& issuer, IssuanceKind kind, bool ok, double seconds) {
+  PublisherMetrics& m = Metrics();
+  const std::string kind_label = KindLabel(kind);
+  m.issuances.WithLabels({issuer, kind_label, ok ? "ok" : "error"}).Increment();
+  m.issuance_seconds.WithLabels({issuer, kind_label}).Observe(seconds);
+}
 
 const char* PublishStepName(PublishStep step) {
   switch (step) {
@@ -95,10 +148,25 @@ Result<StartupSummary> Publisher::Startup() {
   summary.milliseconds = std::chrono::duration_cast<std::chrono::milliseconds>(
                              clock_->SteadyNow() - started)
                              .count();
+  PublisherMetrics& m = Metrics();
+  m.startup_volumes.WithLabels({"kept"}).Set(static_cast<double>(summary.kept));
+  m.startup_volumes.WithLabels({"deleted"}).Set(static_cast<double>(summary.deleted));
+  m.startup_volumes.WithLabels({"unmounted"}).Set(static_cast<double>(summary.unmounted_by_check));
+  m.startup_volumes.WithLabels({"orphans_removed"})
+      .Set(static_cast<double>(summary.orphans_removed));
+  m.startup_seconds.Set(std::chrono::duration<double>(clock_->SteadyNow() - started).count());
   return summary;
 }
 
 Status Publisher::Publish(const PublishRequest& request) {
+  const auto started = clock_->SteadyNow();
+  Status result = PublishOnce(request);
+  const double seconds = std::chrono::duration<double>(clock_->SteadyNow() - started).count();
+  (result.ok() ? Metrics().publish_ok : Metrics().publish_error).Observe(seconds);
+  return result;
+}
+
+Status Publisher::PublishOnce(const PublishRequest& request) {
   CERTMOUNT_RETURN_IF_ERROR(ValidateVolumeId(request.volume_id));
   CERTMOUNT_RETURN_IF_ERROR(ValidateTargetPath(request.target_path, options_.target_root, env_));
   CERTMOUNT_ASSIGN_OR_RETURN(CertificateSpec spec, ParseAttributes(request.volume_context));
@@ -220,6 +288,8 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
   };
   const auto issue_started = clock_->SteadyNow();
   Result<IssuedCertificateFields> fields = IssueIntoVolume(issuance, issuer_, env_, deadline, stop);
+  RecordIssuanceMetrics(issuer_->Name(), IssuanceKind::kPublish, fields.ok(),
+                        std::chrono::duration<double>(clock_->SteadyNow() - issue_started).count());
   if (!fields.ok()) return fail(fields.status());
 
   Result<bool> target_created = EnsureTargetDirectory(request.target_path, env_);

@@ -65,6 +65,11 @@ struct PublisherOptions {
   std::function<void(PublishStep, const std::string& volume_id)> step_hook;
 };
 
+// Counts one issuance (publish or renewal) that ran to an outcome, in
+// certmount_issuances_total{issuer,kind,result} and
+// certmount_issuance_duration_seconds{issuer,kind}. Thread-safe; cheap.
+void RecordIssuanceMetrics(const std::string& issuer, IssuanceKind kind, bool ok, double seconds);
+
 class Publisher {
  public:
   Publisher(PublisherOptions options, Store* store, Issuer* issuer, Env* env, const Clock* clock);
@@ -100,6 +105,8 @@ class Publisher {
     std::condition_variable finished;
   };
 
+  // Publish without the timing.
+  Status PublishOnce(const PublishRequest& request);
   Status PublishNew(const PublishRequest& request, const CertificateSpec& spec,
                     std::stop_token stop);
   // Undoes a failed publish: unmount, files, row. Keeps the first error.

@@ -1,0 +1,214 @@
+#include "csi/metrics_server.h"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <exception>
+
+namespace certmount {
+
+namespace {
+
+constexpr char kContentType[] = "text/plain; version=0.0.4; charset=utf-8";
+
+Status BadAddress(const std::string& text) {
+  return Status::InvalidArgument("--metrics-address: \"" + text +
+                                 "\" is not host:port, :port or [ipv6]:port with a port "
+                                 "from 1 to 65535");
+}
+
+}  // namespace
+
+Result<MetricsAddress> ParseMetricsAddress(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos) return BadAddress(text);
+  std::string host = text.substr(0, colon);
+  const std::string port_text = text.substr(colon + 1);
+  if (host.empty()) {
+    host = "0.0.0.0";
+  } else if (host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') return BadAddress(text);
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string::npos) {
+    return BadAddress(text);  // a bare IPv6 address needs brackets
+  }
+  int port = 0;
+  auto [end, error] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || error != std::errc() || end != port_text.data() + port_text.size() ||
+      port < 1 || port > 65535) {
+    return BadAddress(text);
+  }
+  return MetricsAddress{host, port};
+}
+
+StateCollector::StateCollector(metrics::Registry* registry, Store* store,
+                               const RenewalScheduler* scheduler)
+    : store_(store),
+      scheduler_(scheduler),
+      volumes_(registry->AddGauge("certmount_volumes",
+                                  "Volumes in the node state, by state: mounted (published) or "
+                                  "publishing (registered, publish still running).",
+                                  {"state"})),
+      expiration_(
+          registry->AddGauge("certmount_certificate_expiration_timestamp_seconds",
+                             "The not_after of each mounted volume's certificate, in unix seconds.",
+                             {"volume_id", "pod_namespace", "pod_name"})),
+      renewal_(registry->AddGauge("certmount_certificate_renewal_timestamp_seconds",
+                                  "When each mounted volume's certificate is next issued "
+                                  "(renewal, or retry after a failure), in unix seconds.",
+                                  {"volume_id", "pod_namespace", "pod_name"})),
+      scheduled_(registry
+                     ->AddGauge("certmount_renewal_scheduled_volumes",
+                                "Volumes the renewal scheduler tracks.")
+                     .WithLabels({})),
+      queue_depth_(registry
+                       ->AddGauge("certmount_renewal_queue_depth",
+                                  "Volumes due for renewal that have not started: waiting for "
+                                  "an issuer token or a free worker.")
+                       .WithLabels({})),
+      running_(
+          registry->AddGauge("certmount_renewals_running", "Renewals running now.").WithLabels({})),
+      rate_limit_waits_(
+          registry
+              ->AddGauge("certmount_issuer_rate_limit_waits",
+                         "Times renewals found the issuer token bucket (--issuer-qps, "
+                         "--issuer-burst) empty and had to wait, since start.")
+              .WithLabels({})),
+      rate_limit_wait_seconds_(
+          registry
+              ->AddGauge("certmount_issuer_rate_limit_wait_seconds",
+                         "Total time renewals waited for the issuer token bucket, since start.")
+              .WithLabels({})),
+      collect_errors_(registry
+                          ->AddCounter("certmount_metrics_collect_errors_total",
+                                       "Scrapes whose read of the node state failed; the "
+                                       "state gauges then keep their previous values.")
+                          .WithLabels({})),
+      registration_(registry->AddCollector([this] { Collect(); })) {}
+
+void StateCollector::Collect() {
+  const SchedulerStats stats = scheduler_->Stats();
+  scheduled_.Set(static_cast<double>(stats.scheduled));
+  queue_depth_.Set(static_cast<double>(stats.due));
+  running_.Set(static_cast<double>(stats.running));
+  rate_limit_waits_.Set(static_cast<double>(stats.rate_limit_waits));
+  rate_limit_wait_seconds_.Set(stats.rate_limit_wait_seconds);
+
+  Result<std::vector<VolumeRecord>> rows = store_->ListVolumes();
+  if (!rows.ok()) {
+    collect_errors_.Increment();
+    spdlog::warn("metrics: cannot read the node state: {}", rows.status().ToString());
+    return;
+  }
+  int64_t mounted = 0;
+  int64_t publishing = 0;
+  std::vector<std::pair<metrics::LabelValues, double>> expiration;
+  std::vector<std::pair<metrics::LabelValues, double>> renewal;
+  for (const VolumeRecord& row : *rows) {
+    if (!row.mounted) {
+      ++publishing;
+      continue;
+    }
+    ++mounted;
+    metrics::LabelValues labels = {row.volume_id, row.pod_namespace, row.pod_name};
+    if (row.not_after.has_value()) {
+      expiration.emplace_back(labels, static_cast<double>(*row.not_after));
+    }
+    if (row.next_issuance_at.has_value()) {
+      renewal.emplace_back(std::move(labels), static_cast<double>(*row.next_issuance_at));
+    }
+  }
+  volumes_.ReplaceAll({{{"mounted"}, static_cast<double>(mounted)},
+                       {{"publishing"}, static_cast<double>(publishing)}});
+  expiration_.ReplaceAll(expiration);
+  renewal_.ReplaceAll(renewal);
+}
+
+MetricsServer::MetricsServer(metrics::Registry* registry, Store* store)
+    : registry_(registry), store_(store) {}
+
+MetricsServer::~MetricsServer() { Stop(); }
+
+Status MetricsServer::Start(const MetricsAddress& address) {
+  server_ = std::make_unique<httplib::Server>();
+  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
+    response.set_content(registry_->Render(), kContentType);
+  });
+  server_->Get("/healthz", [](const httplib::Request&, httplib::Response& response) {
+    response.set_content("ok\n", "text/plain");
+  });
+  server_->Get("/readyz", [this](const httplib::Request&, httplib::Response& response) {
+    if (!startup_complete_) {
+      response.status = 503;
+      response.set_content("not ready: startup (cleanup, schedule, CSI socket) is not complete\n",
+                           "text/plain");
+      return;
+    }
+    Status writable = store_->CheckWritable();
+    if (!writable.ok()) {
+      response.status = 503;
+      response.set_content("not ready: the database is not writable: " + writable.ToString() + "\n",
+                           "text/plain");
+      return;
+    }
+    response.set_content("ok\n", "text/plain");
+  });
+  // A handler that throws answers 500 instead of ending the thread.
+  server_->set_exception_handler(
+      [](const httplib::Request&, httplib::Response& response, std::exception_ptr error) {
+        std::string what = "unknown error";
+        try {
+          std::rethrow_exception(error);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        response.status = 500;
+        response.set_content("internal error: " + what + "\n", "text/plain");
+      });
+
+  const std::string shown = address.host.find(':') != std::string::npos
+                                ? "[" + address.host + "]:" + std::to_string(address.port)
+                                : address.host + ":" + std::to_string(address.port);
+  errno = 0;
+  bool bound = false;
+  try {
+    bound = server_->bind_to_port(address.host, address.port);
+  } catch (const std::exception& e) {
+    return Status::Unavailable("cannot listen on " + shown + ": " + e.what());
+  }
+  if (!bound) {
+    const int error = errno;
+    return Status::Unavailable("cannot listen on " + shown + ": " +
+                               (error != 0 ? std::strerror(error) : "bind failed"));
+  }
+  thread_ = std::thread([this] {
+    try {
+      server_->listen_after_bind();
+    } catch (const std::exception& e) {
+      spdlog::error("metrics server stopped: {}", e.what());
+    }
+    listen_returned_ = true;
+  });
+  spdlog::info("serving metrics and probes on http://{}/metrics", shown);
+  return Status::Ok();
+}
+
+void MetricsServer::Stop() {
+  if (server_ == nullptr) return;
+  if (thread_.joinable()) {
+    // stop() only takes effect once the listen loop runs; the thread may
+    // not have reached it yet.
+    while (!server_->is_running() && !listen_returned_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    server_->stop();
+    thread_.join();
+  }
+  server_.reset();
+}
+
+}  // namespace certmount
