@@ -188,10 +188,10 @@ size_t CharacterCount(std::string_view s) {
       s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
 }
 
-// RFC 1123 labels, with an optional leading "*." wildcard label.
-bool IsDnsName(std::string_view name) {
+// Dot-separated RFC 1123 labels whose characters `allowed` accepts (besides
+// '-', which may not start or end a label).
+bool AreDnsLabels(std::string_view name, bool (*allowed)(char)) {
   if (name.empty() || name.size() > kMaxDnsNameLength) return false;
-  if (name.starts_with("*.")) name.remove_prefix(2);
   size_t start = 0;
   while (true) {
     size_t dot = name.find('.', start);
@@ -199,7 +199,7 @@ bool IsDnsName(std::string_view name) {
         name.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
     if (label.empty() || label.size() > kMaxDnsLabelLength) return false;
     for (char c : label) {
-      if (!IsAsciiAlnum(c) && c != '-') return false;
+      if (!allowed(c) && c != '-') return false;
     }
     if (label.front() == '-' || label.back() == '-') return false;
     if (dot == std::string_view::npos) return true;
@@ -207,23 +207,15 @@ bool IsDnsName(std::string_view name) {
   }
 }
 
-// RFC 1123 subdomain, lower case: the prefix of a Kubernetes annotation key.
-bool IsDnsSubdomain(std::string_view name) {
-  if (name.empty() || name.size() > kMaxDnsNameLength) return false;
-  size_t start = 0;
-  while (true) {
-    size_t dot = name.find('.', start);
-    std::string_view label =
-        name.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
-    if (label.empty() || label.size() > kMaxDnsLabelLength) return false;
-    for (char c : label) {
-      if (!IsLowerAlnum(c) && c != '-') return false;
-    }
-    if (label.front() == '-' || label.back() == '-') return false;
-    if (dot == std::string_view::npos) return true;
-    start = dot + 1;
-  }
+// RFC 1123 labels, with an optional leading "*." wildcard label.
+bool IsDnsName(std::string_view name) {
+  if (name.size() > kMaxDnsNameLength) return false;
+  if (name.starts_with("*.")) name.remove_prefix(2);
+  return AreDnsLabels(name, IsAsciiAlnum);
 }
+
+// RFC 1123 subdomain, lower case: the prefix of a Kubernetes annotation key.
+bool IsDnsSubdomain(std::string_view name) { return AreDnsLabels(name, IsLowerAlnum); }
 
 // The name part of a Kubernetes qualified name.
 bool IsQualifiedNamePart(std::string_view name) {

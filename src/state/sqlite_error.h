@@ -2,6 +2,9 @@
 // damaged file the same way.
 #pragma once
 
+#include <SQLiteCpp/Exception.h>
+
+#include <exception>
 #include <string>
 
 #include "common/status.h"
@@ -13,5 +16,20 @@ namespace certmount {
 // else. `operation` says what we were doing, e.g. "registering volume v1".
 Status StatusFromSqliteError(int result_code, const std::string& sqlite_message,
                              const std::string& db_path, const std::string& operation);
+
+// Runs `body` (returning Status or Result<T>), turning any exception into a
+// Status so none escapes the state layer.
+template <typename Body>
+auto Guarded(const std::string& db_path, const std::string& operation, Body&& body)
+    -> decltype(body()) {
+  try {
+    return body();
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqliteError(e.getErrorCode(), e.what(), db_path, operation);
+  } catch (const std::exception& e) {
+    return Status::Internal("state database " + db_path + ": " + operation +
+                            " failed: " + e.what());
+  }
+}
 
 }  // namespace certmount

@@ -21,18 +21,6 @@ namespace {
 // enough that an admin is not left staring at a hung command.
 constexpr int kBusyTimeoutMs = 5000;
 
-template <typename Body>
-auto Guarded(const std::string& db_path, const std::string& operation, Body&& body)
-    -> decltype(body()) {
-  try {
-    return body();
-  } catch (const SQLite::Exception& e) {
-    return StatusFromSqliteError(e.getErrorCode(), e.what(), db_path, operation);
-  } catch (const std::exception& e) {
-    return Status::Internal("state database " + db_path + ": " + operation +
-                            " failed: " + e.what());
-  }
-}
 
 Status NoStateAt(const std::string& db_path) {
   return Status::NotFound("no node state at " + db_path +

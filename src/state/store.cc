@@ -21,19 +21,6 @@ constexpr int kBusyTimeoutMs = 5000;
 // this key when the CSIDriver asks for them; they must never reach the disk.
 constexpr char kServiceAccountTokensKey[] = "csi.storage.k8s.io/serviceAccount.tokens";
 
-// Runs `body`, turning any exception into a Status so none escapes the Store.
-template <typename Body>
-auto Guarded(const std::string& db_path, const std::string& operation, Body&& body)
-    -> decltype(body()) {
-  try {
-    return body();
-  } catch (const SQLite::Exception& e) {
-    return StatusFromSqliteError(e.getErrorCode(), e.what(), db_path, operation);
-  } catch (const std::exception& e) {
-    return Status::Internal("state database " + db_path + ": " + operation +
-                            " failed: " + e.what());
-  }
-}
 
 void BindOptional(SQLite::Statement& statement, int index, const std::string& text) {
   if (text.empty()) {
