@@ -17,11 +17,13 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release \
 FROM debian:12
 # The runtime libraries, by Debian 12 package (from ldd of both binaries):
 # gRPC and its dependencies, protobuf, SQLite (SQLiteCpp is linked
-# statically), OpenSSL, spdlog/fmt, yaml-cpp (certmountctl).
+# statically), OpenSSL, spdlog/fmt, yaml-cpp, libcurl (the Kubernetes API
+# client) and cpp-httplib with its compression libraries (the metrics server).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 libc-ares2 libre2-9 zlib1g \
       libsqlite3-0 libssl3 libspdlog1.10 libfmt9 libyaml-cpp0.7 \
+      libcurl4 libcpp-httplib0.11 libbrotli1 \
       util-linux mount sqlite3 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /build/certmountd /build/certmountctl /usr/local/bin/
