@@ -134,11 +134,7 @@ class MetricsTest : public ::testing::Test {
     return client.Get(path);
   }
 
-  std::string Target(const std::string& pod) {
-    std::string parent = daemon_->target_root() + "/" + pod + "/volumes/kubernetes.io~csi/tls";
-    fs::create_directories(parent);
-    return parent + "/mount";
-  }
+  std::string Target(const std::string& pod) { return daemon_->PodTarget(pod); }
 
   TempDir dir_;
   int port_ = 0;

@@ -37,9 +37,7 @@ TEST_P(PublishCrashTest, KilledAtStepLeavesCleanNodeAfterRestart) {
                                 {"CERTMOUNT_TEST_HOLD_FILE", hold_file}}))
       << daemon.log();
 
-  const std::string parent = daemon.target_root() + "/pod/volumes/kubernetes.io~csi/tls";
-  fs::create_directories(parent);
-  const std::string target = parent + "/mount";
+  const std::string target = daemon.PodTarget("pod");
   const std::string volume_id = "csi-crash";
   csi::v1::NodePublishVolumeRequest request = KubeletPublishRequest(
       volume_id, target,
@@ -92,9 +90,8 @@ TEST(PublishInFlightTest, RetryWhileIssuingSharesTheFirstAttemptInsteadOfIssuing
   ASSERT_TRUE(daemon.Start({"--publish-timeout=2s"}, {{"CERTMOUNT_TEST_HOLD_AT", "key-generated"},
                                                      {"CERTMOUNT_TEST_HOLD_FILE", hold_file}}))
       << daemon.log();
-  const std::string parent = daemon.target_root() + "/pod/volumes/kubernetes.io~csi/tls";
-  fs::create_directories(parent);
-  const std::string target = parent + "/mount";
+  const std::string target = daemon.PodTarget("pod");
+  const std::string parent = fs::path(target).parent_path().string();
   csi::v1::NodePublishVolumeRequest request = KubeletPublishRequest(
       "csi-twice", target,
       {{"csi.cert-manager.io/issuer-name", "local"}, {"csi.cert-manager.io/common-name", "t"}});

@@ -45,12 +45,7 @@ class PublishTest : public ::testing::Test {
     ASSERT_TRUE(daemon_->Start()) << daemon_->log();
   }
 
-  // kubelet creates the pod's volume directory before publishing.
-  std::string Target(const std::string& pod) {
-    std::string parent = daemon_->target_root() + "/" + pod + "/volumes/kubernetes.io~csi/tls";
-    fs::create_directories(parent);
-    return parent + "/mount";
-  }
+  std::string Target(const std::string& pod) { return daemon_->PodTarget(pod); }
 
   grpc::Status Publish(const std::string& volume_id, const std::string& target,
                        const std::map<std::string, std::string>& attributes,

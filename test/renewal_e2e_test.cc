@@ -56,11 +56,7 @@ class RenewalE2eTest : public ::testing::Test {
     ASSERT_TRUE(daemon_->Start()) << daemon_->log();
   }
 
-  std::string Target(const std::string& pod) {
-    std::string parent = daemon_->target_root() + "/" + pod + "/volumes/kubernetes.io~csi/tls";
-    fs::create_directories(parent);
-    return parent + "/mount";
-  }
+  std::string Target(const std::string& pod) { return daemon_->PodTarget(pod); }
 
   int64_t CountIssuances(const std::string& volume_id, const std::string& kind,
                          const std::string& result) {

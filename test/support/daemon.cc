@@ -136,6 +136,12 @@ void Daemon::Kill() {
 
 std::string Daemon::log() const { return ReadFile(log_path_); }
 
+std::string Daemon::PodTarget(const std::string& pod) const {
+  const std::string parent = target_root_ + "/" + pod + "/volumes/kubernetes.io~csi/tls";
+  std::filesystem::create_directories(parent);
+  return parent + "/mount";
+}
+
 csi::v1::Identity::Stub& Daemon::identity() { return *identity_; }
 csi::v1::Node::Stub& Daemon::node() { return *node_; }
 

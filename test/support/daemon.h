@@ -50,6 +50,10 @@ class Daemon {
   const std::string& target_root() const { return target_root_; }
   std::string endpoint() const { return "unix://" + socket_path_; }
 
+  // A target path for `pod`'s volume, with its parent created as kubelet
+  // does before it calls NodePublishVolume.
+  std::string PodTarget(const std::string& pod) const;
+
   csi::v1::Identity::Stub& identity();
   csi::v1::Node::Stub& node();
 
