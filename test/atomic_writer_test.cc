@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "support/fault_env.h"
 #include "support/root.h"
 #include "support/temp_dir.h"
 
@@ -18,60 +19,10 @@ namespace certmount {
 namespace {
 
 namespace fs = std::filesystem;
+using certmount::testing::FaultInjectionEnv;
 
 // Fails the Nth call (1-based) of a named operation with a chosen errno,
 // after letting the earlier ones through to the real filesystem.
-class FaultInjectionEnv : public EnvWrapper {
- public:
-  FaultInjectionEnv() : EnvWrapper(Env::Default()) {}
-
-  void FailNth(std::string operation, int nth, int error_number) {
-    fault_operation_ = std::move(operation);
-    fault_nth_ = nth;
-    fault_errno_ = error_number;
-  }
-  int calls(const std::string& operation) const {
-    auto it = calls_.find(operation);
-    return it == calls_.end() ? 0 : it->second;
-  }
-
-  Status CreateDir(const std::string& path, mode_t mode, std::optional<gid_t> gid) override {
-    CERTMOUNT_RETURN_IF_ERROR(Check("CreateDir", path));
-    return EnvWrapper::CreateDir(path, mode, gid);
-  }
-  Status WriteNewFile(const std::string& path, std::string_view contents, mode_t mode,
-                      std::optional<gid_t> gid) override {
-    CERTMOUNT_RETURN_IF_ERROR(Check("WriteNewFile", path));
-    return EnvWrapper::WriteNewFile(path, contents, mode, gid);
-  }
-  Status SyncDir(const std::string& path) override {
-    CERTMOUNT_RETURN_IF_ERROR(Check("SyncDir", path));
-    return EnvWrapper::SyncDir(path);
-  }
-  Status Rename(const std::string& from, const std::string& to) override {
-    CERTMOUNT_RETURN_IF_ERROR(Check("Rename", from));
-    return EnvWrapper::Rename(from, to);
-  }
-  Status Symlink(const std::string& target, const std::string& link_path) override {
-    CERTMOUNT_RETURN_IF_ERROR(Check("Symlink", link_path));
-    return EnvWrapper::Symlink(target, link_path);
-  }
-
- private:
-  Status Check(const std::string& operation, const std::string& path) {
-    int n = ++calls_[operation];
-    if (operation == fault_operation_ && n == fault_nth_) {
-      return ErrnoStatus(fault_errno_, "injected " + operation, path);
-    }
-    return Status::Ok();
-  }
-
-  std::map<std::string, int> calls_;
-  std::string fault_operation_;
-  int fault_nth_ = 0;
-  int fault_errno_ = 0;
-};
-
 std::string ReadThrough(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream contents;

@@ -1,0 +1,61 @@
+#include "support/fault_env.h"
+
+namespace certmount::testing {
+
+void FaultInjectionEnv::FailNth(std::string operation, int nth, int error_number) {
+  std::lock_guard lock(mu_);
+  fault_operation_ = std::move(operation);
+  fault_nth_ = calls_[fault_operation_] + nth;
+  fault_errno_ = error_number;
+}
+
+int FaultInjectionEnv::calls(const std::string& operation) const {
+  std::lock_guard lock(mu_);
+  auto it = calls_.find(operation);
+  return it == calls_.end() ? 0 : it->second;
+}
+
+Status FaultInjectionEnv::Check(const std::string& operation, const std::string& path) {
+  std::lock_guard lock(mu_);
+  int n = ++calls_[operation];
+  if (operation == fault_operation_ && n == fault_nth_) {
+    return ErrnoStatus(fault_errno_, "injected " + operation, path);
+  }
+  return Status::Ok();
+}
+
+Status FaultInjectionEnv::CreateDir(const std::string& path, mode_t mode,
+                                    std::optional<gid_t> gid) {
+  CERTMOUNT_RETURN_IF_ERROR(Check("CreateDir", path));
+  return EnvWrapper::CreateDir(path, mode, gid);
+}
+
+Status FaultInjectionEnv::WriteNewFile(const std::string& path, std::string_view contents,
+                                       mode_t mode, std::optional<gid_t> gid) {
+  CERTMOUNT_RETURN_IF_ERROR(Check("WriteNewFile", path));
+  return EnvWrapper::WriteNewFile(path, contents, mode, gid);
+}
+
+Status FaultInjectionEnv::SyncDir(const std::string& path) {
+  CERTMOUNT_RETURN_IF_ERROR(Check("SyncDir", path));
+  return EnvWrapper::SyncDir(path);
+}
+
+Status FaultInjectionEnv::Rename(const std::string& from, const std::string& to) {
+  CERTMOUNT_RETURN_IF_ERROR(Check("Rename", from));
+  return EnvWrapper::Rename(from, to);
+}
+
+Status FaultInjectionEnv::Symlink(const std::string& target, const std::string& link_path) {
+  CERTMOUNT_RETURN_IF_ERROR(Check("Symlink", link_path));
+  return EnvWrapper::Symlink(target, link_path);
+}
+
+Status FaultInjectionEnv::Mount(const std::string& source, const std::string& target,
+                                const std::string& fstype, unsigned long flags,
+                                const std::string& data) {
+  CERTMOUNT_RETURN_IF_ERROR(Check("Mount", target));
+  return EnvWrapper::Mount(source, target, fstype, flags, data);
+}
+
+}  // namespace certmount::testing

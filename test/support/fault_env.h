@@ -1,0 +1,42 @@
+// An Env that fails the Nth call of a named operation with a chosen errno,
+// and counts calls, so tests can put an I/O error at any step of a sequence.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "volume/env.h"
+
+namespace certmount::testing {
+
+class FaultInjectionEnv : public EnvWrapper {
+ public:
+  FaultInjectionEnv() : EnvWrapper(Env::Default()) {}
+
+  // The `nth` call (1-based, counted from now) of `operation` ("CreateDir",
+  // "WriteNewFile", "SyncDir", "Rename", "Symlink", "Mount") fails with
+  // `error_number`; every other call goes to the real filesystem.
+  void FailNth(std::string operation, int nth, int error_number);
+  int calls(const std::string& operation) const;
+
+  Status CreateDir(const std::string& path, mode_t mode, std::optional<gid_t> gid) override;
+  Status WriteNewFile(const std::string& path, std::string_view contents, mode_t mode,
+                      std::optional<gid_t> gid) override;
+  Status SyncDir(const std::string& path) override;
+  Status Rename(const std::string& from, const std::string& to) override;
+  Status Symlink(const std::string& target, const std::string& link_path) override;
+  Status Mount(const std::string& source, const std::string& target, const std::string& fstype,
+               unsigned long flags, const std::string& data) override;
+
+ private:
+  Status Check(const std::string& operation, const std::string& path);
+
+  mutable std::mutex mu_;
+  std::map<std::string, int> calls_;
+  std::string fault_operation_;
+  int fault_nth_ = 0;
+  int fault_errno_ = 0;
+};
+
+}  // namespace certmount::testing
