@@ -12,6 +12,16 @@ Status StatusFromSqliteError(int result_code, const std::string& sqlite_message,
                             ") while " + operation +
                             "; restore it from a backup or move it aside to start empty");
   }
+  if (primary_code == SQLITE_FULL) {
+    return Status::ResourceExhausted("state database " + db_path + ": " + operation +
+                                     " failed: the disk is full (" + sqlite_message + ")");
+  }
+  if (primary_code == SQLITE_BUSY || primary_code == SQLITE_LOCKED) {
+    // Another connection (an admin's shell in a write transaction) held the
+    // lock past the busy timeout; retrying later can succeed.
+    return Status::Unavailable("state database " + db_path + ": " + operation + " failed: " +
+                               sqlite_message);
+  }
   return Status::Internal("state database " + db_path + ": " + operation +
                           " failed: " + sqlite_message);
 }

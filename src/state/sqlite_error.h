@@ -12,8 +12,9 @@
 namespace certmount {
 
 // DATA_LOSS for SQLITE_CORRUPT and SQLITE_NOTADB (the message names `db_path`,
-// so the admin knows which file to restore or remove), INTERNAL for everything
-// else. `operation` says what we were doing, e.g. "registering volume v1".
+// so the admin knows which file to restore or remove), RESOURCE_EXHAUSTED for
+// SQLITE_FULL, UNAVAILABLE for a lock held past the busy timeout, INTERNAL for
+// everything else. `operation` says what we were doing, e.g. "registering volume v1".
 Status StatusFromSqliteError(int result_code, const std::string& sqlite_message,
                              const std::string& db_path, const std::string& operation);
 
