@@ -1,4 +1,4 @@
--- certmount node state: the full schema after all migrations (schema version 2).
+-- certmount node state: the full schema after all migrations (schema version 3).
 --
 -- This file is documentation for admins and the reference the migrations are
 -- tested against: test/migrations_test.cc applies migrations/*.sql to one empty
@@ -66,6 +66,15 @@ CREATE TABLE volumes (
   last_error TEXT,
   -- When anything in this row last changed.
   updated_at INTEGER NOT NULL,
+  -- (Added by migration 0003.) The number of the volume's current or pending
+  -- issuance: 0 for the publish's, bumped (before the issuer is asked) for
+  -- every renewal that does not resume a pending one. With the volume id it
+  -- makes the signer-side name, so a restart resumes the same request.
+  issuance_number INTEGER NOT NULL DEFAULT 0
+  CHECK (issuance_number >= 0),
+  -- The signer-side name of that issuance (the CertificateRequest's
+  -- metadata.name); NULL for the local CA, which has no such name.
+  request_name TEXT,
   -- A published volume always has a certificate and a renewal time.
   CHECK (mounted = 0 OR (mounted_at IS NOT NULL AND serial IS NOT NULL AND
                          not_after IS NOT NULL AND next_issuance_at IS NOT NULL))

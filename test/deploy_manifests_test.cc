@@ -39,7 +39,7 @@ constexpr char kKubeletDirConfigMap[] = "certmount-kubelet-dir";
 // Flags the deploy tree passes before certmountd has them (the binary gets
 // them in later work). Listed here so that they are visible, not ignored: the
 // test fails once the binary accepts one, so the entry must then go.
-const std::set<std::string> kFlagsAheadOfBinary = {"--use-token-request"};
+const std::set<std::string> kFlagsAheadOfBinary = {};
 
 // Every variant deploy/ offers, with what is special about it.
 struct Variant {

@@ -25,8 +25,11 @@
 #include "csi/metrics_server.h"
 #include "csi/node_service.h"
 #include "csi/rpc_log.h"
+#include "issue/cert_manager_issuer.h"
 #include "issue/go_duration.h"
 #include "issue/local_ca.h"
+#include "kube/client.h"
+#include "kube/config.h"
 #include "renew/renewer.h"
 #include "renew/scheduler.h"
 #include "renew/volume_health.h"
@@ -62,7 +65,36 @@ struct Flags {
   std::string renewal_backoff_max = "5m";
   int history_limit = 10;
   std::string metrics_address;  // empty: no metrics endpoint
+  std::string kubeconfig;       // empty: in-cluster config
+  double kube_api_qps = 5;
+  int kube_api_burst = 10;
+  bool use_token_request = false;
+  int max_requests_per_volume = 1;
 };
+
+// The cert-manager issuer from --kubeconfig (else the in-cluster config).
+// Creating the client does not contact the API server, so an unreachable
+// one delays nothing here; issuances report it as UNAVAILABLE.
+Result<std::unique_ptr<CertManagerIssuer>> MakeCertManagerIssuer(const Flags& flags) {
+  Result<kube::KubeConfig> config = flags.kubeconfig.empty()
+                                        ? kube::LoadInClusterConfig()
+                                        : kube::LoadKubeconfig(flags.kubeconfig);
+  if (!config.ok()) {
+    return config.status().WithContext(flags.kubeconfig.empty()
+                                           ? "no in-cluster Kubernetes config (pass --kubeconfig "
+                                             "outside a pod)"
+                                           : "--kubeconfig " + flags.kubeconfig);
+  }
+  kube::ClientOptions client_options;
+  client_options.qps = flags.kube_api_qps;
+  client_options.burst = flags.kube_api_burst;
+  CERTMOUNT_ASSIGN_OR_RETURN(std::unique_ptr<kube::Client> client,
+                             kube::Client::Create(std::move(*config), client_options));
+  CertManagerIssuerOptions options;
+  options.node_id = flags.node_id;
+  return std::make_unique<CertManagerIssuer>(std::shared_ptr<kube::Client>(std::move(client)),
+                                             options);
+}
 
 // CSI's plugin-name rule: at most 63 characters, alphanumerics at both ends,
 // and only alphanumerics, '-', '.' and '_' between.
@@ -146,9 +178,9 @@ int Run(const Flags& flags) {
     }
     metrics_address = *parsed;
   }
-  if (flags.issuer != "local-ca") {
+  if (flags.issuer != "local-ca" && flags.issuer != "cert-manager") {
     std::cerr << "certmountd: --issuer: unknown issuer \"" << flags.issuer
-              << "\" (available: local-ca)\n";
+              << "\" (available: local-ca, cert-manager)\n";
     return kExitUsage;
   }
   if (flags.ca_cert.empty() != flags.ca_key.empty()) {
@@ -175,12 +207,39 @@ int Run(const Flags& flags) {
     spdlog::error("cannot open node state: {}", store.status().ToString());
     return kExitFailure;
   }
-  Result<std::unique_ptr<LocalCa>> ca =
-      flags.ca_cert.empty() ? LocalCa::LoadOrCreate(flags.data_root + "/ca", clock)
-                            : LocalCa::FromFiles(flags.ca_cert, flags.ca_key, clock);
-  if (!ca.ok()) {
-    spdlog::error("cannot set up the local CA: {}", ca.status().ToString());
-    return kExitFailure;
+  std::unique_ptr<LocalCa> local_ca;
+  std::unique_ptr<CertManagerIssuer> cert_manager;
+  Issuer* issuer = nullptr;
+  if (flags.issuer == "cert-manager") {
+    Result<std::unique_ptr<CertManagerIssuer>> made = MakeCertManagerIssuer(flags);
+    if (!made.ok()) {
+      spdlog::error("cannot set up the cert-manager issuer: {}", made.status().ToString());
+      return kExitFailure;
+    }
+    cert_manager = std::move(*made);
+    // Accepted so the deploy tree's flags parse, but not wired in yet: say
+    // so rather than silently ignore them.
+    if (flags.use_token_request) {
+      spdlog::warn(
+          "--use-token-request is not implemented yet: requests use the driver's own "
+          "credentials");
+    }
+    if (flags.max_requests_per_volume != 1) {
+      spdlog::warn(
+          "--max-requests-per-volume is not implemented yet: old requests are left to "
+          "Kubernetes' garbage collection with their pod");
+    }
+    issuer = cert_manager.get();
+  } else {
+    Result<std::unique_ptr<LocalCa>> ca =
+        flags.ca_cert.empty() ? LocalCa::LoadOrCreate(flags.data_root + "/ca", clock)
+                              : LocalCa::FromFiles(flags.ca_cert, flags.ca_key, clock);
+    if (!ca.ok()) {
+      spdlog::error("cannot set up the local CA: {}", ca.status().ToString());
+      return kExitFailure;
+    }
+    local_ca = std::move(*ca);
+    issuer = local_ca.get();
   }
 
   PublisherOptions options;
@@ -190,12 +249,15 @@ int Run(const Flags& flags) {
   options.mount_tmpfs = flags.mount_tmpfs;
   options.step_hook = TestHoldHook();
   options.history_limit = flags.history_limit;
-  Publisher publisher(options, store->get(), ca->get(), env, &clock);
+  options.resumable_issuance = cert_manager != nullptr;
+  Publisher publisher(options, store->get(), issuer, env, &clock);
 
   RenewerOptions renewer_options;
   renewer_options.data_root = flags.data_root;
   renewer_options.timeout = *publish_timeout;
-  Renewer renewer(renewer_options, ca->get(), env, &clock);
+  renewer_options.resumable_issuance = cert_manager != nullptr;
+  renewer_options.store = store->get();
+  Renewer renewer(renewer_options, issuer, env, &clock);
   SchedulerOptions scheduler_options;
   scheduler_options.max_concurrent_issuance = flags.max_concurrent_issuance;
   scheduler_options.issuer_qps = flags.issuer_qps;
@@ -314,7 +376,25 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   app.add_option("--log-format", flags.log_format, "text or json")->capture_default_str();
-  app.add_option("--issuer", flags.issuer, "signer: local-ca")->capture_default_str();
+  app.add_option("--issuer", flags.issuer, "signer: local-ca or cert-manager")
+      ->capture_default_str();
+  app.add_option("--kubeconfig", flags.kubeconfig,
+                 "kubeconfig for --issuer cert-manager (default: the in-cluster config)");
+  app.add_option("--kube-api-qps", flags.kube_api_qps,
+                 "requests per second to the Kubernetes API server")
+      ->check(CLI::Range(0.001, 100000.0))
+      ->capture_default_str();
+  app.add_option("--kube-api-burst", flags.kube_api_burst,
+                 "requests that may go at once to the Kubernetes API server")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_flag("--use-token-request", flags.use_token_request,
+               "create CertificateRequests with the pod's service account token "
+               "(csi.storage.k8s.io/serviceAccount.tokens)");
+  app.add_option("--max-requests-per-volume", flags.max_requests_per_volume,
+                 "CertificateRequests kept per volume; older ones are deleted")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   app.add_option("--ca-cert", flags.ca_cert, "local CA certificate PEM (default: generated)");
   app.add_option("--ca-key", flags.ca_key, "local CA private key PEM");
   app.add_option("--publish-timeout", flags.publish_timeout,

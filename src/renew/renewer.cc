@@ -1,6 +1,7 @@
 #include "renew/renewer.h"
 
 #include "issue/attributes.h"
+#include "issue/cert_manager_issuer.h"
 #include "volume/issuance.h"
 #include "volume/volume_layout.h"
 
@@ -33,6 +34,21 @@ Result<IssuedCertificateFields> Renewer::Renew(const VolumeRecord& volume, std::
   request.layout = layout;
   if (volume.file_group.has_value()) request.ownership.gid = static_cast<gid_t>(*volume.file_group);
   request.reuse_existing_key = spec->reuse_private_key;
+  if (options_.resumable_issuance) {
+    int64_t number = volume.issuance_number;
+    if (!HasPendingIssuance(layout, env_)) {
+      // A new issuance: its number is stored before any request exists.
+      ++number;
+      const std::string name =
+          CertificateRequestName(volume.volume_id, static_cast<uint64_t>(number));
+      if (options_.store == nullptr) {
+        return Status::Internal("resumable issuance without a store");
+      }
+      CERTMOUNT_RETURN_IF_ERROR(options_.store->BeginIssuance(volume.volume_id, number, name));
+    }
+    request.request_name = CertificateRequestName(volume.volume_id, static_cast<uint64_t>(number));
+    request.resumable = true;
+  }
   return IssueIntoVolume(request, issuer_, env_, deadline, std::move(stop));
 }
 

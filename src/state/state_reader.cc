@@ -21,7 +21,6 @@ namespace {
 // enough that an admin is not left staring at a hung command.
 constexpr int kBusyTimeoutMs = 5000;
 
-
 Status NoStateAt(const std::string& db_path) {
   return Status::NotFound("no node state at " + db_path +
                           ": is --data-root right, has certmountd run on this node?");
@@ -107,7 +106,9 @@ Result<std::unique_ptr<StateReader>> StateReader::Open(const std::string& db_pat
 
 Result<std::vector<VolumeRecord>> StateReader::ListVolumes() {
   return Guarded(db_path_, "listing volumes", [&]() {
-    SQLite::Statement query(*db_, std::string(kVolumeSelectColumns) + "ORDER BY volume_id");
+    SQLite::Statement query(*db_, std::string(schema_version_ >= 3 ? kVolumeSelectColumns
+                                                                   : kVolumeSelectColumnsBeforeV3) +
+                                      "ORDER BY volume_id");
     return CollectVolumes(query);
   });
 }

@@ -21,7 +21,6 @@ constexpr int kBusyTimeoutMs = 5000;
 // this key when the CSIDriver asks for them; they must never reach the disk.
 constexpr char kServiceAccountTokensKey[] = "csi.storage.k8s.io/serviceAccount.tokens";
 
-
 void BindOptional(SQLite::Statement& statement, int index, const std::string& text) {
   if (text.empty()) {
     statement.bind(index);
@@ -57,10 +56,11 @@ Status InsertVolume(SQLite::Database& db, const VolumeRecord& volume, int64_t no
                                  existing.getColumn(0).getString());
   }
 
-  SQLite::Statement insert(db,
-                           "INSERT INTO volumes (volume_id, target_path, pod_namespace, pod_name, "
-                           "pod_uid, service_account, attributes, issuer, mounted, created_at, "
-                           "updated_at, file_group) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)");
+  SQLite::Statement insert(
+      db,
+      "INSERT INTO volumes (volume_id, target_path, pod_namespace, pod_name, "
+      "pod_uid, service_account, attributes, issuer, mounted, created_at, "
+      "updated_at, file_group, request_name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)");
   insert.bind(1, volume.volume_id);
   insert.bind(2, volume.target_path);
   insert.bind(3, volume.pod_namespace);
@@ -75,6 +75,11 @@ Status InsertVolume(SQLite::Database& db, const VolumeRecord& volume, int64_t no
     insert.bind(11, static_cast<int64_t>(*volume.file_group));
   } else {
     insert.bind(11);
+  }
+  if (volume.request_name.empty()) {
+    insert.bind(12);
+  } else {
+    insert.bind(12, volume.request_name);
   }
   insert.exec();
   return Status::Ok();
@@ -308,6 +313,29 @@ Result<std::vector<IssuanceRecord>> Store::ListIssuances(const std::string& volu
                  });
 }
 
+Status Store::BeginIssuance(const std::string& volume_id, int64_t issuance_number,
+                            const std::string& request_name) {
+  if (issuance_number < 0) {
+    return Status::InvalidArgument("negative issuance number for volume " + volume_id);
+  }
+  std::lock_guard lock(mutex_);
+  return Guarded(db_path_, "recording issuance number of volume " + volume_id, [&]() -> Status {
+    SQLite::Statement update(*db_,
+                             "UPDATE volumes SET issuance_number = ?, request_name = ?, "
+                             "updated_at = ? WHERE volume_id = ? AND mounted = 1");
+    update.bind(1, issuance_number);
+    if (request_name.empty()) {
+      update.bind(2);
+    } else {
+      update.bind(2, request_name);
+    }
+    update.bind(3, clock_.NowUnix());
+    update.bind(4, volume_id);
+    if (update.exec() == 0) return Status::NotFound("no mounted volume " + volume_id);
+    return Status::Ok();
+  });
+}
+
 Result<bool> Store::DeleteVolume(const std::string& volume_id) {
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "deleting volume " + volume_id, [&]() -> Result<bool> {
@@ -389,10 +417,12 @@ Result<StartupCleanupResult> Store::StartupCleanup(
     }
 
     SQLite::Statement remove(
-        *db_, "DELETE FROM volumes WHERE mounted = 0 RETURNING volume_id, target_path");
+        *db_,
+        "DELETE FROM volumes WHERE mounted = 0 RETURNING volume_id, target_path, pod_namespace");
     while (remove.executeStep()) {
-      result.deleted.push_back(
-          DeletedVolume{remove.getColumn(0).getString(), remove.getColumn(1).getString()});
+      result.deleted.push_back(DeletedVolume{remove.getColumn(0).getString(),
+                                             remove.getColumn(1).getString(),
+                                             remove.getColumn(2).getString()});
     }
     transaction.commit();
     return result;

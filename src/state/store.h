@@ -44,9 +44,9 @@ class Store {
   Store& operator=(const Store&) = delete;
 
   // Inserts `volume`'s identity (id, target path, pod fields, service account,
-  // attributes, issuer) with mounted=0 and created_at=updated_at=now; its other
-  // fields are ignored. ALREADY_EXISTS, naming the existing row's target path,
-  // if the id exists. INVALID_ARGUMENT for an empty id or target path, or for
+  // attributes, issuer, request_name) with mounted=0, issuance_number=0 and
+  // created_at=updated_at=now; its other fields are ignored. ALREADY_EXISTS, naming the existing
+  // row's target path, if the id exists. INVALID_ARGUMENT for an empty id or target path, or for
   // attributes holding kubelet's service account tokens (never store secrets).
   Status RegisterVolume(const VolumeRecord& volume);
 
@@ -89,6 +89,15 @@ class Store {
 
   // The volume's history rows, newest first. Empty for an unknown volume.
   Result<std::vector<IssuanceRecord>> ListIssuances(const std::string& volume_id);
+
+  // Records that issuance `issuance_number` of a mounted volume, signer-side
+  // name `request_name` ("" stores NULL), is about to be asked for; done
+  // before the issuer is called so a restart resumes the same name.
+  // NOT_FOUND unless the row exists and is mounted; INVALID_ARGUMENT for a
+  // negative number. RegisterVolume stores number 0 and the record's
+  // request_name for the publish.
+  Status BeginIssuance(const std::string& volume_id, int64_t issuance_number,
+                       const std::string& request_name);
 
   // Deletes the row. True if it existed, false (still OK) if there was none.
   Result<bool> DeleteVolume(const std::string& volume_id);

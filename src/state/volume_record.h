@@ -32,6 +32,10 @@ struct VolumeRecord {
   int64_t renewal_attempts = 0;
   std::string last_error;
   int64_t updated_at = 0;
+  // The current or pending issuance's number and signer-side name ("" for
+  // NULL: the local CA has none).
+  int64_t issuance_number = 0;
+  std::string request_name;
 };
 
 // What the store records about a freshly issued certificate.
@@ -78,6 +82,7 @@ struct ScheduledVolume {
 struct DeletedVolume {
   std::string volume_id;
   std::string target_path;
+  std::string pod_namespace;
 };
 
 struct StartupCleanupResult {

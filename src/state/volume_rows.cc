@@ -11,6 +11,12 @@ namespace certmount {
 const char kVolumeSelectColumns[] =
     "SELECT volume_id, target_path, pod_namespace, pod_name, pod_uid, service_account, "
     "attributes, issuer, mounted, created_at, mounted_at, serial, not_before, not_after, "
+    "next_issuance_at, renewal_attempts, last_error, updated_at, file_group, issuance_number, "
+    "request_name FROM volumes ";
+
+const char kVolumeSelectColumnsBeforeV3[] =
+    "SELECT volume_id, target_path, pod_namespace, pod_name, pod_uid, service_account, "
+    "attributes, issuer, mounted, created_at, mounted_at, serial, not_before, not_after, "
     "next_issuance_at, renewal_attempts, last_error, updated_at, file_group FROM volumes ";
 
 const char kIssuanceSelectColumns[] =
@@ -44,6 +50,10 @@ Result<VolumeRecord> VolumeFromRow(const SQLite::Statement& row) {
   volume.last_error = row.getColumn(16).getString();
   volume.updated_at = row.getColumn(17).getInt64();
   volume.file_group = OptionalInt(row.getColumn(18));
+  if (row.getColumnCount() > 20) {
+    volume.issuance_number = row.getColumn(19).getInt64();
+    volume.request_name = row.getColumn(20).getString();  // "" for NULL
+  }
   return volume;
 }
 

@@ -22,6 +22,11 @@ namespace certmount {
 // for a WHERE or ORDER BY clause to be appended.
 extern const char kVolumeSelectColumns[];
 
+// The same for databases older than schema version 3 (read-only tools):
+// without issuance_number and request_name, which VolumeFromRow then leaves
+// at their defaults.
+extern const char kVolumeSelectColumnsBeforeV3[];
+
 // "SELECT <every issuances column in IssuanceFromRow's order> FROM issuances ",
 // ready for a WHERE clause to be appended.
 extern const char kIssuanceSelectColumns[];

@@ -28,25 +28,95 @@ void Notify(const IssuanceRequest& request, IssuanceStep step) {
   if (request.on_step) request.on_step(step);
 }
 
+std::string PendingKeyPath(const VolumeLayout& layout) {
+  return layout.private_dir + "/pending.key";
+}
+std::string PendingCsrPath(const VolumeLayout& layout) {
+  return layout.private_dir + "/pending.csr";
+}
+
+struct KeyAndCsr {
+  PrivateKey key;
+  std::string key_pem;
+  std::string csr_pem;
+};
+
+Result<KeyAndCsr> FreshKeyAndCsr(const IssuanceRequest& request, Env* env) {
+  const CertificateSpec& spec = *request.spec;
+  CERTMOUNT_ASSIGN_OR_RETURN(PrivateKey key, KeyFor(request, env));
+  CERTMOUNT_ASSIGN_OR_RETURN(std::string key_pem, key.ToPem(spec.key_encoding));
+  CERTMOUNT_ASSIGN_OR_RETURN(std::string csr, BuildCsrPem(key, spec));
+  return KeyAndCsr{std::move(key), std::move(key_pem), std::move(csr)};
+}
+
+Status WritePrivate(const std::string& path, const std::string& contents, Env* env) {
+  const std::string staging = path + ".tmp";
+  (void)env->Remove(staging);
+  CERTMOUNT_RETURN_IF_ERROR(env->WriteNewFile(staging, contents, 0600, std::nullopt));
+  return env->Rename(staging, path);
+}
+
+void RemovePending(const VolumeLayout& layout, Env* env) {
+  (void)env->Remove(PendingCsrPath(layout));
+  (void)env->Remove(PendingKeyPath(layout));
+}
+
+// The pending key and CSR when a previous attempt left both readable, else
+// new ones, saved as pending before they are used.
+Result<KeyAndCsr> ResumableKeyAndCsr(const IssuanceRequest& request, Env* env) {
+  Result<std::string> key_pem = env->ReadFile(PendingKeyPath(request.layout));
+  Result<std::string> csr_pem = env->ReadFile(PendingCsrPath(request.layout));
+  if (key_pem.ok() && csr_pem.ok()) {
+    Result<PrivateKey> key = PrivateKey::FromPem(*key_pem);
+    if (key.ok()) return KeyAndCsr{std::move(*key), std::move(*key_pem), std::move(*csr_pem)};
+  }
+  CERTMOUNT_ASSIGN_OR_RETURN(KeyAndCsr fresh, FreshKeyAndCsr(request, env));
+  CERTMOUNT_RETURN_IF_ERROR(env->CreateDirectories(request.layout.private_dir, 0700));
+  // The key first: a CSR without its key could never be completed.
+  CERTMOUNT_RETURN_IF_ERROR(WritePrivate(PendingKeyPath(request.layout), fresh.key_pem, env));
+  CERTMOUNT_RETURN_IF_ERROR(WritePrivate(PendingCsrPath(request.layout), fresh.csr_pem, env));
+  CERTMOUNT_RETURN_IF_ERROR(env->SyncDir(request.layout.private_dir));
+  return fresh;
+}
+
 }  // namespace
+
+bool HasPendingIssuance(const VolumeLayout& layout, Env* env) {
+  return env->LStat(PendingKeyPath(layout)).ok() && env->LStat(PendingCsrPath(layout)).ok();
+}
+
+bool IsFinalIssuanceFailure(Code code) {
+  return code == Code::kInvalidArgument || code == Code::kFailedPrecondition ||
+         code == Code::kPermissionDenied;
+}
 
 Result<IssuedCertificateFields> IssueIntoVolume(const IssuanceRequest& request, Issuer* issuer,
                                                 Env* env,
                                                 std::chrono::steady_clock::time_point deadline,
                                                 std::stop_token stop) {
   const CertificateSpec& spec = *request.spec;
-  CERTMOUNT_ASSIGN_OR_RETURN(PrivateKey key, KeyFor(request, env));
-  CERTMOUNT_ASSIGN_OR_RETURN(std::string key_pem, key.ToPem(spec.key_encoding));
-  CERTMOUNT_ASSIGN_OR_RETURN(std::string csr, BuildCsrPem(key, spec));
+  CERTMOUNT_ASSIGN_OR_RETURN(KeyAndCsr made, request.resumable ? ResumableKeyAndCsr(request, env)
+                                                               : FreshKeyAndCsr(request, env));
+  PrivateKey& key = made.key;
+  std::string& key_pem = made.key_pem;
   Notify(request, IssuanceStep::kKeyGenerated);
 
   IssueInput input;
   input.volume_id = request.volume_id;
-  input.csr_pem = std::move(csr);
+  input.csr_pem = std::move(made.csr_pem);
   input.spec = &spec;
   input.pod = request.pod;
+  input.request_name = request.request_name;
+  input.bearer_token_override = request.bearer_token_override;
   Result<IssuedCertificate> issued = issuer->Issue(input, deadline, stop);
-  if (!issued.ok()) return issued.status().WithContext("issuer " + issuer->Name());
+  if (!issued.ok()) {
+    // A final answer will not change on retry: the next attempt starts a
+    // new issuance (new key, CSR and number). Anything else is resumed.
+    if (request.resumable && IsFinalIssuanceFailure(issued.status().code())) {
+      RemovePending(request.layout, env);
+    }
+    return issued.status().WithContext("issuer " + issuer->Name());
+  }
   Result<CertificateInfo> info = ParseLeafCertificate(issued->certificate_chain_pem);
   if (!info.ok()) {
     return Status::Unavailable("issuer " + issuer->Name() +
@@ -68,6 +138,7 @@ Result<IssuedCertificateFields> IssueIntoVolume(const IssuanceRequest& request, 
     files.push_back({spec.pkcs12_filename, std::move(keystore), KeyFileMode(ownership)});
   }
   CERTMOUNT_RETURN_IF_ERROR(WriteFileSet(request.layout.data, files, ownership, env));
+  if (request.resumable) RemovePending(request.layout, env);
   Notify(request, IssuanceStep::kFilesWritten);
 
   IssuedCertificateFields fields;

@@ -30,9 +30,28 @@ struct IssuanceRequest {
   // Renewals of a reuse-private-key volume sign the key already in the
   // volume; publishes always make a new one.
   bool reuse_existing_key = false;
+  // The signer-side name of this issuance (IssueInput::request_name).
+  std::string request_name;
+  // The pod's token to act as (IssueInput::bearer_token_override).
+  std::string bearer_token_override;
+  // Resumable issuance (the cert-manager issuer): the key and CSR are kept
+  // as private/pending.key and private/pending.csr (mode 0600) before the
+  // issuer is asked, and reused when already there, so a retry after a
+  // timeout or restart sends the byte-identical CSR under the same
+  // request_name and resumes the request. They are deleted on success (the
+  // key goes into the file set) and on a final failure (INVALID_ARGUMENT,
+  // FAILED_PRECONDITION, PERMISSION_DENIED), and kept otherwise.
+  bool resumable = false;
   // Called after each step; may be empty.
   std::function<void(IssuanceStep)> on_step;
 };
+
+// True when a resumable issuance of the volume left its pending key and CSR
+// behind: the next attempt must resume it under the same request name.
+bool HasPendingIssuance(const VolumeLayout& layout, Env* env);
+
+// True for issuer failures that retrying the same request cannot fix.
+bool IsFinalIssuanceFailure(Code code);
 
 // Issues and writes the files. On success returns the certificate's fields
 // with its next issuance time. On failure the previous file set (if any) is

@@ -7,6 +7,7 @@
 
 #include "common/metrics.h"
 #include "issue/attributes.h"
+#include "issue/cert_manager_issuer.h"
 #include "volume/atomic_writer.h"
 #include "volume/issuance.h"
 #include "volume/mount.h"
@@ -70,12 +71,18 @@ void RecordIssuanceMetrics(const std::string& issuer, IssuanceKind kind, bool ok
 
 const char* PublishStepName(PublishStep step) {
   switch (step) {
-    case PublishStep::kRegistered: return "registered";
-    case PublishStep::kKeyGenerated: return "key-generated";
-    case PublishStep::kIssued: return "issued";
-    case PublishStep::kFilesWritten: return "files-written";
-    case PublishStep::kMounted: return "mounted";
-    case PublishStep::kCommitted: return "committed";
+    case PublishStep::kRegistered:
+      return "registered";
+    case PublishStep::kKeyGenerated:
+      return "key-generated";
+    case PublishStep::kIssued:
+      return "issued";
+    case PublishStep::kFilesWritten:
+      return "files-written";
+    case PublishStep::kMounted:
+      return "mounted";
+    case PublishStep::kCommitted:
+      return "committed";
   }
   return "unknown";
 }
@@ -102,9 +109,10 @@ Result<StartupSummary> Publisher::Startup() {
   }
 
   CERTMOUNT_ASSIGN_OR_RETURN(MountTable mounts, MountTable::Read(env_));
-  CERTMOUNT_ASSIGN_OR_RETURN(
-      StartupCleanupResult cleanup,
-      store_->StartupCleanup([&](const std::string& target) { return mounts.IsMountPoint(target); }));
+  CERTMOUNT_ASSIGN_OR_RETURN(StartupCleanupResult cleanup,
+                             store_->StartupCleanup([&](const std::string& target) {
+                               return mounts.IsMountPoint(target);
+                             }));
 
   // The rows are gone and committed: from here on nothing will renew them, so
   // removing their mounts and files can fail or crash without consequence;
@@ -145,9 +153,8 @@ Result<StartupSummary> Publisher::Startup() {
       spdlog::warn("startup cleanup: cannot remove {}: {}", name, removed.ToString());
     }
   }
-  summary.milliseconds = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             clock_->SteadyNow() - started)
-                             .count();
+  summary.milliseconds =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_->SteadyNow() - started).count();
   PublisherMetrics& m = Metrics();
   m.startup_volumes.WithLabels({"kept"}).Set(static_cast<double>(summary.kept));
   m.startup_volumes.WithLabels({"deleted"}).Set(static_cast<double>(summary.deleted));
@@ -229,8 +236,7 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
                              std::stop_token stop) {
   const std::string& volume_id = request.volume_id;
   const auto deadline = clock_->SteadyNow() + options_.publish_timeout;
-  CERTMOUNT_ASSIGN_OR_RETURN(std::optional<gid_t> gid,
-                             FileGroup(spec, request.volume_mount_group));
+  CERTMOUNT_ASSIGN_OR_RETURN(std::optional<gid_t> gid, FileGroup(spec, request.volume_mount_group));
 
   CERTMOUNT_ASSIGN_OR_RETURN(std::optional<VolumeRecord> existing, store_->GetVolume(volume_id));
   if (existing.has_value()) {
@@ -260,6 +266,7 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
   record.attributes = StorableAttributes(request.volume_context);
   record.issuer = issuer_->Name();
   record.file_group = gid;
+  if (options_.resumable_issuance) record.request_name = CertificateRequestName(volume_id, 0);
   CERTMOUNT_RETURN_IF_ERROR(store_->RegisterVolume(record));
   Step(PublishStep::kRegistered, volume_id);
 
@@ -279,11 +286,19 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
   issuance.pod = pod;
   issuance.layout = layout;
   issuance.ownership = FileOwnership{gid};
+  issuance.request_name = record.request_name;
+  issuance.resumable = options_.resumable_issuance;
   issuance.on_step = [&](IssuanceStep step) {
     switch (step) {
-      case IssuanceStep::kKeyGenerated: Step(PublishStep::kKeyGenerated, volume_id); break;
-      case IssuanceStep::kIssued: Step(PublishStep::kIssued, volume_id); break;
-      case IssuanceStep::kFilesWritten: Step(PublishStep::kFilesWritten, volume_id); break;
+      case IssuanceStep::kKeyGenerated:
+        Step(PublishStep::kKeyGenerated, volume_id);
+        break;
+      case IssuanceStep::kIssued:
+        Step(PublishStep::kIssued, volume_id);
+        break;
+      case IssuanceStep::kFilesWritten:
+        Step(PublishStep::kFilesWritten, volume_id);
+        break;
     }
   };
   const auto issue_started = clock_->SteadyNow();
@@ -302,9 +317,9 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
 
   IssuanceAttempt attempt;
   attempt.issuer = issuer_->Name();
-  attempt.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            clock_->SteadyNow() - issue_started)
-                            .count();
+  attempt.duration_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_->SteadyNow() - issue_started)
+          .count();
   Status committed =
       store_->MarkMountedWithHistory(volume_id, *fields, attempt, options_.history_limit);
   if (!committed.ok()) return fail(committed);
@@ -314,13 +329,13 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
     Result<std::optional<VolumeRecord>> row = store_->GetVolume(volume_id);
     if (row.ok() && row->has_value()) observer_->OnMounted(**row);
   }
-  spdlog::info("published volume {} at {} serial {} not_after {}", volume_id,
-               request.target_path, fields->serial, fields->not_after);
+  spdlog::info("published volume {} at {} serial {} not_after {}", volume_id, request.target_path,
+               fields->serial, fields->not_after);
   return Status::Ok();
 }
 
-void Publisher::RollBack(const std::string& volume_id, const std::string& target_path,
-                         bool mounted, bool created_target) {
+void Publisher::RollBack(const std::string& volume_id, const std::string& target_path, bool mounted,
+                         bool created_target) {
   if (mounted) {
     Status s = Unmount(target_path, env_);
     if (!s.ok()) spdlog::warn("rollback {}: unmount: {}", volume_id, s.ToString());

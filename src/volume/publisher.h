@@ -61,6 +61,10 @@ struct PublisherOptions {
   bool mount_tmpfs = true;
   // Rows of issuance history kept per volume (the publish writes the first).
   int history_limit = 10;
+  // Resumable issuance with signer-side names (the cert-manager issuer):
+  // the publish is issuance 0, named CertificateRequestName(volume_id, 0)
+  // and stored in the row's request_name.
+  bool resumable_issuance = false;
   // Called after each step; the default does nothing.
   std::function<void(PublishStep, const std::string& volume_id)> step_hook;
 };

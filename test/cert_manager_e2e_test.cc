@@ -1,0 +1,316 @@
+// --issuer=cert-manager end to end: the real certmountd against the fake API
+// server playing cert-manager (publish, denial, an unreachable server), and
+// the resumable renewal in process (a timed-out request resumed, not
+// duplicated).
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "issue/cert_manager_issuer.h"
+#include "kube/base64.h"
+#include "renew/renewer.h"
+#include "state/store.h"
+#include "support/daemon.h"
+#include "support/fake_clock.h"
+#include "support/fake_kube_api.h"
+#include "support/mounts.h"
+#include "support/root.h"
+#include "support/temp_dir.h"
+#include "support/x509_inspect.h"
+#include "volume/issuance.h"
+#include "volume/volume_layout.h"
+
+namespace certmount::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+constexpr char kPodUid[] = "0b5c1c8e-8f5e-4c4e-9d3a-2f9a4f0e6b11";  // KubeletPublishRequest's
+
+std::map<std::string, std::string> CertManagerAttributes() {
+  return {{"csi.cert-manager.io/issuer-name", "team-ca"},
+          {"csi.cert-manager.io/issuer-kind", "ClusterIssuer"},
+          {"csi.cert-manager.io/issuer-group", "cert-manager.io"},
+          {"csi.cert-manager.io/dns-names", "web.default.svc"},
+          {"csi.cert-manager.io/duration", "48h"},
+          {"csi.cert-manager.io/key-usages", "digital signature,key encipherment,server auth"}};
+}
+
+// A kubeconfig for `server` trusting `ca_pem`, with the fake's token.
+std::string WriteKubeconfig(const std::string& path, const std::string& server,
+                            const std::string& ca_pem) {
+  std::ofstream out(path);
+  out << "apiVersion: v1\nkind: Config\n"
+      << "clusters:\n- name: fake\n  cluster:\n    server: " << server
+      << "\n    certificate-authority-data: " << kube::Base64Encode(ca_pem) << "\n"
+      << "users:\n- name: driver\n  user:\n    token: " << FakeKubeApi::kToken << "\n"
+      << "contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: driver\n"
+      << "current-context: fake\n";
+  return path;
+}
+
+// A loopback port nothing listens on.
+int ClosedPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+class CertManagerDaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override { CERTMOUNT_REQUIRE_ROOT(); }
+
+  void StartDaemon(const std::string& server, std::vector<std::string> extra = {}) {
+    const std::string kubeconfig =
+        WriteKubeconfig(dir_.Sub("kubeconfig"), server, api_.server_ca_pem());
+    daemon_ = std::make_unique<Daemon>(dir_.Sub("node"));
+    std::vector<std::string> args = {"--issuer=cert-manager", "--kubeconfig=" + kubeconfig};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ASSERT_TRUE(daemon_->Start(args)) << daemon_->log();
+  }
+
+  std::string Target(const std::string& pod) {
+    std::string parent = daemon_->target_root() + "/" + pod + "/volumes/kubernetes.io~csi/tls";
+    fs::create_directories(parent);
+    return parent + "/mount";
+  }
+
+  grpc::Status Publish(const std::string& volume_id, const std::string& target) {
+    csi::v1::NodePublishVolumeRequest request =
+        KubeletPublishRequest(volume_id, target, CertManagerAttributes());
+    csi::v1::NodePublishVolumeResponse response;
+    return daemon_->node().NodePublishVolume(CallContext().get(), request, &response);
+  }
+
+  int Rows() {
+    SQLite::Database db(daemon_->data_root() + "/state.db", SQLite::OPEN_READONLY);
+    return db.execAndGet("SELECT count(*) FROM volumes").getInt();
+  }
+
+  std::vector<json> Posts() {
+    std::vector<json> bodies;
+    for (const RecordedRequest& request : api_.Requests()) {
+      if (request.method == "POST") bodies.push_back(json::parse(request.body));
+    }
+    return bodies;
+  }
+
+  TempDir dir_;
+  FakeKubeApi api_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+TEST_F(CertManagerDaemonTest, PublishCreatesOneOwnedRequestAndMountsItsCertificate) {
+  StartDaemon(api_.url());
+  const std::string target = Target("pod-a");
+  grpc::Status status = Publish("csi-cm-a", target);
+  ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << daemon_->log();
+
+  std::vector<json> posts = Posts();
+  ASSERT_EQ(posts.size(), 1u);
+  const json& body = posts[0];
+  const std::string name = CertificateRequestName("csi-cm-a", 0);
+  EXPECT_EQ(body["metadata"]["name"], name);
+  EXPECT_EQ(body["metadata"]["namespace"], "default");
+  EXPECT_EQ(body["metadata"]["ownerReferences"],
+            json::parse(std::string(R"([{"apiVersion":"v1","kind":"Pod","name":"web-0","uid":")") +
+                        kPodUid + R"(","controller":false,"blockOwnerDeletion":false}])"));
+  EXPECT_EQ(body["metadata"]["labels"]["certmount.io/node"], IdLabelValue("test-node"));
+  EXPECT_EQ(body["metadata"]["labels"]["certmount.io/volume"], IdLabelValue("csi-cm-a"));
+  EXPECT_EQ(body["spec"]["duration"], "48h0m0s");
+  EXPECT_EQ(body["spec"]["usages"], json({"digital signature", "key encipherment", "server auth"}));
+  EXPECT_EQ(body["spec"]["issuerRef"],
+            json({{"name", "team-ca"}, {"kind", "ClusterIssuer"}, {"group", "cert-manager.io"}}));
+  EXPECT_EQ(api_.ObjectCount(), 1u);
+
+  ASSERT_TRUE(IsMountPoint(target));
+  EXPECT_EQ(VerifyChain(target + "/tls.crt", target + "/ca.crt"), "");
+  EXPECT_TRUE(KeyMatchesCertificate(target + "/tls.key", target + "/tls.crt"));
+
+  SQLite::Database db(daemon_->data_root() + "/state.db", SQLite::OPEN_READONLY);
+  SQLite::Statement row(db,
+                        "SELECT issuance_number, request_name, issuer FROM volumes "
+                        "WHERE volume_id = 'csi-cm-a'");
+  ASSERT_TRUE(row.executeStep());
+  EXPECT_EQ(row.getColumn(0).getInt64(), 0);
+  EXPECT_EQ(row.getColumn(1).getString(), name);
+  EXPECT_EQ(row.getColumn(2).getString(), "cert-manager");
+  // The publish's pending key and CSR are gone once the files are written.
+  EXPECT_FALSE(fs::exists(daemon_->data_root() + "/volumes/csi-cm-a/private/pending.key"));
+  EXPECT_FALSE(fs::exists(daemon_->data_root() + "/volumes/csi-cm-a/private/pending.csr"));
+}
+
+TEST_F(CertManagerDaemonTest, DeniedRequestFailsFinallyAndLeavesNothing) {
+  api_.SetPolicy(SignerPolicy::kDeny, "policy says no to web-0");
+  StartDaemon(api_.url());
+  const std::string target = Target("pod-b");
+  grpc::Status status = Publish("csi-cm-b", target);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << status.error_message();
+  EXPECT_NE(status.error_message().find("policy says no to web-0"), std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(Rows(), 0);
+  EXPECT_FALSE(fs::exists(daemon_->data_root() + "/volumes/csi-cm-b"));
+  EXPECT_FALSE(IsMountPoint(target));
+}
+
+TEST_F(CertManagerDaemonTest, UnreachableApiServerDelaysNothingAndPublishFailsRetryably) {
+  StartDaemon("https://127.0.0.1:" + std::to_string(ClosedPort()), {"--publish-timeout=3s"});
+  csi::v1::ProbeResponse probe;
+  ASSERT_TRUE(daemon_->identity().Probe(CallContext().get(), {}, &probe).ok());
+  EXPECT_TRUE(probe.ready().value());
+
+  const std::string target = Target("pod-c");
+  grpc::Status status = Publish("csi-cm-c", target);
+  EXPECT_TRUE(status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+              status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+      << status.error_code() << " " << status.error_message();
+  EXPECT_EQ(Rows(), 0);
+  EXPECT_FALSE(IsMountPoint(target));
+}
+
+TEST(CertManagerDaemonConfig, MissingKubeconfigIsExitOneWithAClearMessage) {
+  TempDir dir;
+  ProcessResult r = RunProcess({CERTMOUNTD_PATH, "--node-id=n", "--data-root=" + dir.Sub("data"),
+                                "--endpoint=unix://" + dir.Sub("csi.sock"), "--mount-tmpfs=false",
+                                "--issuer=cert-manager", "--kubeconfig=" + dir.Sub("missing")});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--kubeconfig"), std::string::npos) << r.err;
+}
+
+// The renewal's request survives its own timeout: the second attempt resumes
+// the same CertificateRequest (same name, byte-identical CSR) instead of
+// creating another, and the next renewal gets a new number.
+TEST(CertManagerRenewal, TimedOutRenewalIsResumedNotDuplicated) {
+  TempDir dir;
+  FakeKubeApi api;
+  const std::string data_root = dir.Sub("data");
+  const std::string volume_id = "csi-cm-renew";
+  Result<std::unique_ptr<Store>> store = Store::Open(dir.Sub("state.db"), SystemClock::Instance());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+
+  std::map<std::string, std::string> attributes = CertManagerAttributes();
+  attributes["csi.storage.k8s.io/pod.name"] = "web-0";
+  attributes["csi.storage.k8s.io/pod.namespace"] = "default";
+  attributes["csi.storage.k8s.io/pod.uid"] = kPodUid;
+  VolumeRecord record;
+  record.volume_id = volume_id;
+  record.target_path = "/nowhere";
+  record.pod_namespace = "default";
+  record.pod_name = "web-0";
+  record.pod_uid = kPodUid;
+  record.attributes = attributes;
+  record.issuer = "cert-manager";
+  record.request_name = CertificateRequestName(volume_id, 0);
+  ASSERT_TRUE((*store)->RegisterVolume(record).ok());
+  IssuedCertificateFields fields{"01", 1, 2, 3};
+  ASSERT_TRUE((*store)->MarkMounted(volume_id, fields).ok());
+  const VolumeLayout layout = VolumeLayout::For(data_root, volume_id);
+  fs::create_directories(layout.data);
+
+  kube::KubeConfig config;
+  config.server = api.url();
+  config.ca_pem = api.server_ca_pem();
+  config.token = FakeKubeApi::kToken;
+  auto client = kube::Client::Create(config);
+  ASSERT_TRUE(client.ok());
+  CertManagerIssuer issuer(std::shared_ptr<kube::Client>(std::move(*client)), {"node-1"});
+  RenewerOptions options;
+  options.data_root = data_root;
+  options.timeout = 500ms;
+  options.resumable_issuance = true;
+  options.store = store->get();
+  Renewer renewer(options, &issuer, Env::Default(), &SystemClock::Instance());
+  auto row = [&] { return **(*store)->GetVolume(volume_id); };
+
+  api.SetPolicy(SignerPolicy::kPending);
+  Result<IssuedCertificateFields> first = renewer.Renew(row(), {});
+  EXPECT_EQ(first.status().code(), Code::kDeadlineExceeded) << first.status().ToString();
+  const std::string name = CertificateRequestName(volume_id, 1);
+  EXPECT_EQ(row().issuance_number, 1);
+  EXPECT_EQ(row().request_name, name);
+  EXPECT_TRUE(HasPendingIssuance(layout, Env::Default()));
+  ASSERT_TRUE(api.Resolve("default", name, SignerPolicy::kApprove));
+
+  options.timeout = 10s;
+  Renewer patient(options, &issuer, Env::Default(), &SystemClock::Instance());
+  Result<IssuedCertificateFields> second = patient.Renew(row(), {});
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(api.ObjectCount(), 1u);
+  // The second attempt's create met the first's request (409) and resumed it.
+  EXPECT_TRUE(api.Object("default", name).has_value());
+  EXPECT_EQ(VerifyChain(layout.data + "/tls.crt", layout.data + "/ca.crt"), "");
+  EXPECT_TRUE(KeyMatchesCertificate(layout.data + "/tls.key", layout.data + "/tls.crt"));
+  EXPECT_FALSE(HasPendingIssuance(layout, Env::Default()));
+  EXPECT_EQ(row().issuance_number, 1);
+
+  // The next renewal is a new issuance under a new name.
+  api.SetPolicy(SignerPolicy::kApprove);
+  Result<IssuedCertificateFields> third = patient.Renew(row(), {});
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  EXPECT_EQ(row().issuance_number, 2);
+  EXPECT_TRUE(api.Object("default", CertificateRequestName(volume_id, 2)).has_value());
+}
+
+// A final failure drops the pending key and CSR, so the retry is a new
+// issuance (a new number) instead of the same denial again.
+TEST(CertManagerRenewal, FinalFailureStartsANewIssuanceNextTime) {
+  TempDir dir;
+  FakeKubeApi api;
+  const std::string data_root = dir.Sub("data");
+  const std::string volume_id = "csi-cm-denied";
+  Result<std::unique_ptr<Store>> store = Store::Open(dir.Sub("state.db"), SystemClock::Instance());
+  ASSERT_TRUE(store.ok());
+  std::map<std::string, std::string> attributes = CertManagerAttributes();
+  attributes["csi.storage.k8s.io/pod.name"] = "web-0";
+  attributes["csi.storage.k8s.io/pod.namespace"] = "default";
+  attributes["csi.storage.k8s.io/pod.uid"] = kPodUid;
+  VolumeRecord record;
+  record.volume_id = volume_id;
+  record.target_path = "/nowhere";
+  record.attributes = attributes;
+  ASSERT_TRUE((*store)->RegisterVolume(record).ok());
+  ASSERT_TRUE((*store)->MarkMounted(volume_id, IssuedCertificateFields{"01", 1, 2, 3}).ok());
+  const VolumeLayout layout = VolumeLayout::For(data_root, volume_id);
+  fs::create_directories(layout.data);
+
+  kube::KubeConfig config;
+  config.server = api.url();
+  config.ca_pem = api.server_ca_pem();
+  config.token = FakeKubeApi::kToken;
+  auto client = kube::Client::Create(config);
+  ASSERT_TRUE(client.ok());
+  CertManagerIssuer issuer(std::shared_ptr<kube::Client>(std::move(*client)), {"node-1"});
+  RenewerOptions options;
+  options.data_root = data_root;
+  options.timeout = 10s;
+  options.resumable_issuance = true;
+  options.store = store->get();
+  Renewer renewer(options, &issuer, Env::Default(), &SystemClock::Instance());
+  auto row = [&] { return **(*store)->GetVolume(volume_id); };
+
+  api.SetPolicy(SignerPolicy::kDeny, "no");
+  EXPECT_EQ(renewer.Renew(row(), {}).status().code(), Code::kFailedPrecondition);
+  EXPECT_FALSE(HasPendingIssuance(layout, Env::Default()));
+  api.SetPolicy(SignerPolicy::kApprove);
+  Result<IssuedCertificateFields> retried = renewer.Renew(row(), {});
+  ASSERT_TRUE(retried.ok()) << retried.status().ToString();
+  EXPECT_EQ(row().issuance_number, 2);
+  EXPECT_EQ(api.ObjectCount(), 2u);
+}
+
+}  // namespace
+}  // namespace certmount::testing
