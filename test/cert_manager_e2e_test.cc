@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <thread>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -74,13 +75,14 @@ class CertManagerDaemonTest : public ::testing::Test {
  protected:
   void SetUp() override { CERTMOUNT_REQUIRE_ROOT(); }
 
-  void StartDaemon(const std::string& server, std::vector<std::string> extra = {}) {
+  void StartDaemon(const std::string& server, std::vector<std::string> extra = {},
+                   const std::map<std::string, std::string>& env = {}) {
     const std::string kubeconfig =
         WriteKubeconfig(dir_.Sub("kubeconfig"), server, api_.server_ca_pem());
     daemon_ = std::make_unique<Daemon>(dir_.Sub("node"));
-    std::vector<std::string> args = {"--issuer=cert-manager", "--kubeconfig=" + kubeconfig};
-    args.insert(args.end(), extra.begin(), extra.end());
-    ASSERT_TRUE(daemon_->Start(args)) << daemon_->log();
+    args_ = {"--issuer=cert-manager", "--kubeconfig=" + kubeconfig};
+    args_.insert(args_.end(), extra.begin(), extra.end());
+    ASSERT_TRUE(daemon_->Start(args_, env)) << daemon_->log();
   }
 
   std::string Target(const std::string& pod) {
@@ -112,7 +114,41 @@ class CertManagerDaemonTest : public ::testing::Test {
   TempDir dir_;
   FakeKubeApi api_;
   std::unique_ptr<Daemon> daemon_;
+  std::vector<std::string> args_;
 };
+
+TEST_F(CertManagerDaemonTest, StartupCleanupDeletesTheRequestOfAnAbandonedPublish) {
+  const std::string hold_file = dir_.Sub("held");
+  StartDaemon(api_.url(), {},
+              {{"CERTMOUNT_TEST_HOLD_AT", "issued"}, {"CERTMOUNT_TEST_HOLD_FILE", hold_file}});
+  const std::string target = Target("pod-c");
+  std::thread publish([&] { Publish("csi-cm-c", target); });
+  for (int i = 0; i < 600 && !fs::exists(hold_file); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(fs::exists(hold_file)) << daemon_->log();
+  ASSERT_EQ(api_.ObjectCount(), 1u);
+  daemon_->Kill();  // the publish never returned: the pod may be gone
+  publish.join();
+
+  ASSERT_TRUE(daemon_->Start(args_)) << daemon_->log();
+  EXPECT_EQ(Rows(), 0);
+  // Its CertificateRequest goes too, in the background after the restart.
+  EXPECT_TRUE(api_.WaitUntil([&] { return api_.ObjectCount() == 0; })) << daemon_->log();
+}
+
+TEST_F(CertManagerDaemonTest, UnpublishDeletesTheVolumesRequests) {
+  StartDaemon(api_.url());
+  const std::string target = Target("pod-d");
+  ASSERT_TRUE(Publish("csi-cm-d", target).ok()) << daemon_->log();
+  ASSERT_EQ(api_.ObjectCount(), 1u);
+  csi::v1::NodeUnpublishVolumeRequest request;
+  request.set_volume_id("csi-cm-d");
+  request.set_target_path(target);
+  csi::v1::NodeUnpublishVolumeResponse response;
+  ASSERT_TRUE(daemon_->node().NodeUnpublishVolume(CallContext().get(), request, &response).ok());
+  EXPECT_TRUE(api_.WaitUntil([&] { return api_.ObjectCount() == 0; })) << daemon_->log();
+}
 
 TEST_F(CertManagerDaemonTest, PublishCreatesOneOwnedRequestAndMountsItsCertificate) {
   StartDaemon(api_.url());

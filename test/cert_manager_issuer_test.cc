@@ -67,7 +67,7 @@ class CertManagerIssuerTest : public ::testing::Test {
     MakeIssuer(api_.url());
   }
 
-  void MakeIssuer(const std::string& server) {
+  void MakeIssuer(const std::string& server, int max_requests_per_volume = 1) {
     issuer_.reset();
     kube::KubeConfig config;
     config.server = server;
@@ -79,6 +79,7 @@ class CertManagerIssuerTest : public ::testing::Test {
     ASSERT_TRUE(client.ok());
     CertManagerIssuerOptions issuer_options;
     issuer_options.node_id = "node-1";
+    issuer_options.max_requests_per_volume = max_requests_per_volume;
     issuer_ = std::make_unique<CertManagerIssuer>(std::shared_ptr<kube::Client>(std::move(*client)),
                                                   issuer_options);
   }
@@ -315,13 +316,46 @@ TEST_F(CertManagerIssuerTest, DeleteRequestsKeepsOnlyTheNamedOne) {
   ASSERT_EQ(api_.ObjectCount(), 4u);
 
   const std::string keep = CertificateRequestName(input_.volume_id, 3);
-  ASSERT_TRUE(issuer_->DeleteRequests(kNs, input_.volume_id, keep).ok());
+  ASSERT_TRUE(issuer_->DeleteRequests(kNs, input_.volume_id, {keep}).ok());
   EXPECT_EQ(api_.ObjectCount(), 2u);
   EXPECT_TRUE(api_.Object(kNs, keep).has_value());
   EXPECT_TRUE(api_.Object(kNs, other.request_name).has_value());
 
-  ASSERT_TRUE(issuer_->DeleteRequests(kNs, input_.volume_id, "").ok());
+  ASSERT_TRUE(issuer_->DeleteRequests(kNs, input_.volume_id, {}).ok());
   EXPECT_EQ(api_.ObjectCount(), 1u);
+}
+
+TEST_F(CertManagerIssuerTest, RetireKeepsTheNewestRequestsThenNoneWhenTheVolumeIsGone) {
+  MakeIssuer(api_.url(), /*max_requests_per_volume=*/2);
+  for (int issuance = 0; issuance <= 3; ++issuance) {
+    input_.request_name = CertificateRequestName(input_.volume_id, issuance);
+    ASSERT_TRUE(Issue().ok());
+  }
+  IssueInput other = input_;
+  other.volume_id = "csi-other";
+  other.request_name = CertificateRequestName(other.volume_id, 0);
+  ASSERT_TRUE(issuer_->Issue(other, std::chrono::steady_clock::now() + 10s, {}).ok());
+  ASSERT_EQ(api_.ObjectCount(), 5u);
+
+  issuer_->Retire(kNs, input_.volume_id, 3);
+  issuer_->WaitForRetirements();
+  EXPECT_EQ(api_.ObjectCount(), 3u);
+  EXPECT_TRUE(api_.Object(kNs, CertificateRequestName(input_.volume_id, 3)).has_value());
+  EXPECT_TRUE(api_.Object(kNs, CertificateRequestName(input_.volume_id, 2)).has_value());
+
+  issuer_->Retire(kNs, input_.volume_id, std::nullopt);
+  issuer_->WaitForRetirements();
+  EXPECT_EQ(api_.ObjectCount(), 1u);
+  EXPECT_TRUE(api_.Object(kNs, other.request_name).has_value());
+}
+
+TEST_F(CertManagerIssuerTest, RetireNeverWaitsForAnUnreachableServer) {
+  MakeIssuer("https://127.0.0.1:1");
+  const auto started = std::chrono::steady_clock::now();
+  issuer_->Retire(kNs, input_.volume_id, std::nullopt);
+  // Queued, not run inline: returns at once; the failure is only logged.
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 1s);
+  issuer_->WaitForRetirements();
 }
 
 }  // namespace

@@ -92,6 +92,7 @@ Result<std::unique_ptr<CertManagerIssuer>> MakeCertManagerIssuer(const Flags& fl
                              kube::Client::Create(std::move(*config), client_options));
   CertManagerIssuerOptions options;
   options.node_id = flags.node_id;
+  options.max_requests_per_volume = flags.max_requests_per_volume;
   return std::make_unique<CertManagerIssuer>(std::shared_ptr<kube::Client>(std::move(client)),
                                              options);
 }
@@ -223,11 +224,6 @@ int Run(const Flags& flags) {
       spdlog::warn(
           "--use-token-request is not implemented yet: requests use the driver's own "
           "credentials");
-    }
-    if (flags.max_requests_per_volume != 1) {
-      spdlog::warn(
-          "--max-requests-per-volume is not implemented yet: old requests are left to "
-          "Kubernetes' garbage collection with their pod");
     }
     issuer = cert_manager.get();
   } else {

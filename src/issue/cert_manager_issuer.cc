@@ -210,6 +210,8 @@ CertManagerIssuer::~CertManagerIssuer() {
     shutting_down_ = true;
     for (auto& [key, waiter] : waiters_) waiter->changed.notify_all();
   }
+  retire_thread_.request_stop();
+  if (retire_thread_.joinable()) retire_thread_.join();
   watch_thread_.request_stop();
   if (watch_thread_.joinable()) watch_thread_.join();
 }
@@ -390,8 +392,8 @@ Result<IssuedCertificate> CertManagerIssuer::Issue(const IssueInput& input,
 }
 
 Status CertManagerIssuer::DeleteRequests(const std::string& namespace_,
-                                         const std::string& volume_id, const std::string& keep_name,
-                                         std::stop_token stop) {
+                                         const std::string& volume_id,
+                                         const std::set<std::string>& keep, std::stop_token stop) {
   const std::string collection = Collection(namespace_);
   const std::string selector = std::string(kNodeLabel) + "=" + node_label_value_ + "," +
                                kVolumeLabel + "=" + IdLabelValue(volume_id);
@@ -406,7 +408,7 @@ Status CertManagerIssuer::DeleteRequests(const std::string& namespace_,
   if (items == list.end() || !items->is_array()) return Status::Ok();
   for (const json& object : *items) {
     const std::string name = MetadataField(object, "name");
-    if (name.empty() || name == keep_name) continue;
+    if (name.empty() || keep.count(name) != 0) continue;
     Result<kube::Response> deleted = client_->Call(
         {"DELETE", collection + "/" + kube::QueryEscape(name), "", ""}, deadline, stop);
     if (!deleted.ok() && deleted.status().code() != Code::kNotFound && first_failure.ok()) {
@@ -415,6 +417,48 @@ Status CertManagerIssuer::DeleteRequests(const std::string& namespace_,
     }
   }
   return first_failure;
+}
+
+void CertManagerIssuer::Retire(const std::string& namespace_, const std::string& volume_id,
+                               std::optional<uint64_t> current_issuance) {
+  Retirement retirement{namespace_, volume_id, {}};
+  if (current_issuance.has_value()) {
+    const uint64_t newest = *current_issuance;
+    const uint64_t keep = static_cast<uint64_t>(std::max(1, options_.max_requests_per_volume));
+    for (uint64_t i = 0; i < keep && i <= newest; ++i) {
+      retirement.keep.insert(CertificateRequestName(volume_id, newest - i));
+    }
+  }
+  std::lock_guard lock(retire_mutex_);
+  if (!retire_thread_.joinable()) {
+    retire_thread_ = std::jthread([this](std::stop_token stop) { RunRetirements(stop); });
+  }
+  retirements_.push_back(std::move(retirement));
+  retire_changed_.notify_all();
+}
+
+void CertManagerIssuer::WaitForRetirements() {
+  std::unique_lock lock(retire_mutex_);
+  retire_changed_.wait(lock, [&] { return retirements_.empty() && !retiring_; });
+}
+
+void CertManagerIssuer::RunRetirements(std::stop_token stop) {
+  std::unique_lock lock(retire_mutex_);
+  while (!stop.stop_requested()) {
+    if (!retire_changed_.wait(lock, stop, [&] { return !retirements_.empty(); })) break;
+    Retirement next = std::move(retirements_.front());
+    retirements_.pop_front();
+    retiring_ = true;
+    lock.unlock();
+    Status deleted = DeleteRequests(next.namespace_, next.volume_id, next.keep, stop);
+    if (!deleted.ok()) {
+      spdlog::warn("cert-manager: cleaning up requests of volume {}: {}", next.volume_id,
+                   deleted.ToString());
+    }
+    lock.lock();
+    retiring_ = false;
+    retire_changed_.notify_all();
+  }
 }
 
 }  // namespace certmount

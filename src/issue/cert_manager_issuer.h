@@ -8,10 +8,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -45,6 +47,8 @@ struct CertManagerIssuerOptions {
   std::chrono::seconds watch_timeout{300};
   // Bound on the calls DeleteRequests makes.
   std::chrono::seconds delete_timeout{30};
+  // Requests kept per volume after a successful issuance (the newest ones).
+  int max_requests_per_volume = 1;
 };
 
 class CertManagerIssuer final : public Issuer {
@@ -77,12 +81,21 @@ class CertManagerIssuer final : public Issuer {
                                   std::chrono::steady_clock::time_point deadline,
                                   std::stop_token stop) override;
 
-  // Deletes this node's requests for `volume_id` in `namespace_` except
-  // `keep_name` (empty: all of them): for pruning old requests and for
-  // cleaning up after volumes deleted at startup. Best effort: tries every
-  // one and returns the first failure; NOT_FOUND counts as deleted.
+  // Queues DeleteRequests for the volume on a background thread: keeping the
+  // newest max_requests_per_volume requests up to `current_issuance`, or
+  // none when the volume is gone. Failures are logged.
+  void Retire(const std::string& namespace_, const std::string& volume_id,
+              std::optional<uint64_t> current_issuance) override;
+
+  // Waits until every queued Retire has run; for tests.
+  void WaitForRetirements();
+
+  // Deletes this node's requests for `volume_id` in `namespace_` except the
+  // ones named in `keep` (empty: all of them): for pruning old requests and
+  // for cleaning up after volumes deleted at startup. Best effort: tries
+  // every one and returns the first failure; NOT_FOUND counts as deleted.
   Status DeleteRequests(const std::string& namespace_, const std::string& volume_id,
-                        const std::string& keep_name, std::stop_token stop = {});
+                        const std::set<std::string>& keep, std::stop_token stop = {});
 
   // The number of watch lists so far; for tests.
   int watch_lists() const;
@@ -119,8 +132,20 @@ class CertManagerIssuer final : public Issuer {
   std::map<std::string, std::shared_ptr<Waiter>> waiters_;
   std::stop_source shutdown_;
   bool shutting_down_ = false;
+
+  struct Retirement {
+    std::string namespace_;
+    std::string volume_id;
+    std::set<std::string> keep;
+  };
+  void RunRetirements(std::stop_token stop);
+  std::mutex retire_mutex_;
+  std::condition_variable_any retire_changed_;
+  std::deque<Retirement> retirements_;
+  bool retiring_ = false;
   std::unique_ptr<kube::Watcher> watcher_;
-  // Declared last: joined before anything the watch thread uses goes away.
+  // Declared last: joined before anything the threads use goes away.
+  std::jthread retire_thread_;
   std::jthread watch_thread_;
 };
 

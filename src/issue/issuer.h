@@ -3,6 +3,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <optional>
 #include <stop_token>
 #include <string>
 
@@ -48,6 +50,14 @@ class Issuer {
   virtual Result<IssuedCertificate> Issue(const IssueInput& input,
                                           std::chrono::steady_clock::time_point deadline,
                                           std::stop_token stop) = 0;
+
+  // Tells the signer that `volume_id` (of a pod in `namespace_`) now uses the
+  // certificate of issuance `current_issuance`, or, with nullopt, that the
+  // volume is gone. A signer that keeps an object per issuance (cert-manager's
+  // CertificateRequests) drops the ones no longer needed. Never waits for
+  // the signer: an unreachable one delays nothing. The default does nothing.
+  virtual void Retire(const std::string& /*namespace_*/, const std::string& /*volume_id*/,
+                      std::optional<uint64_t> /*current_issuance*/) {}
 };
 
 }  // namespace certmount

@@ -34,8 +34,8 @@ Result<IssuedCertificateFields> Renewer::Renew(const VolumeRecord& volume, std::
   request.layout = layout;
   if (volume.file_group.has_value()) request.ownership.gid = static_cast<gid_t>(*volume.file_group);
   request.reuse_existing_key = spec->reuse_private_key;
+  int64_t number = volume.issuance_number;
   if (options_.resumable_issuance) {
-    int64_t number = volume.issuance_number;
     if (!HasPendingIssuance(layout, env_)) {
       // A new issuance: its number is stored before any request exists.
       ++number;
@@ -49,7 +49,12 @@ Result<IssuedCertificateFields> Renewer::Renew(const VolumeRecord& volume, std::
     request.request_name = CertificateRequestName(volume.volume_id, static_cast<uint64_t>(number));
     request.resumable = true;
   }
-  return IssueIntoVolume(request, issuer_, env_, deadline, std::move(stop));
+  Result<IssuedCertificateFields> issued =
+      IssueIntoVolume(request, issuer_, env_, deadline, std::move(stop));
+  if (issued.ok() && options_.resumable_issuance) {
+    issuer_->Retire(request.pod.namespace_, volume.volume_id, static_cast<uint64_t>(number));
+  }
+  return issued;
 }
 
 }  // namespace certmount

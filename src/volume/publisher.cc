@@ -134,6 +134,9 @@ Result<StartupSummary> Publisher::Startup() {
       spdlog::warn("startup cleanup: cannot remove files of {}: {}", deleted.volume_id,
                    removed.ToString());
     }
+    // The signer's leftovers (a pending CertificateRequest) go too, in the
+    // background: an unreachable API server delays nothing here.
+    issuer_->Retire(deleted.pod_namespace, deleted.volume_id, std::nullopt);
   }
 
   // Directories without a row: left by a crash between a commit that
@@ -324,6 +327,7 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
       store_->MarkMountedWithHistory(volume_id, *fields, attempt, options_.history_limit);
   if (!committed.ok()) return fail(committed);
   Step(PublishStep::kCommitted, volume_id);
+  issuer_->Retire(pod.namespace_, volume_id, 0);
 
   if (observer_ != nullptr) {
     Result<std::optional<VolumeRecord>> row = store_->GetVolume(volume_id);
@@ -380,7 +384,7 @@ Status Publisher::Unpublish(const std::string& volume_id, const std::string& tar
   // The row goes before the files: a crash in between leaves an orphan
   // directory, which startup removes, never a row without its files.
   CERTMOUNT_ASSIGN_OR_RETURN(bool deleted, store_->DeleteVolume(volume_id));
-  (void)deleted;
+  if (deleted) issuer_->Retire(existing->pod_namespace, volume_id, std::nullopt);
   return RemoveVolumeDir(VolumeDir(volume_id), env_);
 }
 
