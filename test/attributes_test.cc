@@ -773,4 +773,18 @@ TEST(FormatGoDurationTest, RoundTripsThroughParse) {
 }
 
 }  // namespace
+TEST(ServiceAccountTokenTest, PicksTheDefaultAudienceAndNeverEchoesTheToken) {
+  const std::string key(kServiceAccountTokens);
+  EXPECT_EQ(*ServiceAccountToken({{key, R"({"":{"token":"t0","expirationTimestamp":"x"},"vault":{"token":"t1"}})"}}),
+            "t0");
+  EXPECT_EQ(*ServiceAccountToken({{key, R"({"vault":{"token":"t1"}})"}}), "t1");
+  EXPECT_EQ(ServiceAccountToken({}).status().code(), Code::kNotFound);
+  for (const char* bad : {"secret-not-json", R"({"a":{"token":"s1"},"b":{"token":"s2"}})",
+                          R"({"":{"nope":"secret3"}})", "[]"}) {
+    Result<std::string> parsed = ServiceAccountToken({{key, bad}});
+    EXPECT_EQ(parsed.status().code(), Code::kInvalidArgument) << bad;
+    EXPECT_EQ(parsed.status().message().find("secret"), std::string::npos) << bad;
+  }
+}
+
 }  // namespace certmount

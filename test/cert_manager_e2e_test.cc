@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <thread>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "issue/cert_manager_issuer.h"
@@ -135,6 +136,50 @@ TEST_F(CertManagerDaemonTest, StartupCleanupDeletesTheRequestOfAnAbandonedPublis
   EXPECT_EQ(Rows(), 0);
   // Its CertificateRequest goes too, in the background after the restart.
   EXPECT_TRUE(api_.WaitUntil([&] { return api_.ObjectCount() == 0; })) << daemon_->log();
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+TEST_F(CertManagerDaemonTest, UseTokenRequestSignsWithThePodsTokenAndNeverStoresIt) {
+  const std::string pod_token = "pod-token-7f3e9a0c";
+  api_.AcceptToken(pod_token);
+  StartDaemon(api_.url(), {"--use-token-request"});
+
+  // Without the tokens kubelet adds for the CSIDriver's tokenRequests: a
+  // final error that says what to configure.
+  grpc::Status missing = Publish("csi-cm-t0", Target("pod-t0"));
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(missing.error_message().find("tokenRequests"), std::string::npos)
+      << missing.error_message();
+
+  const std::string target = Target("pod-t");
+  csi::v1::NodePublishVolumeRequest request =
+      KubeletPublishRequest("csi-cm-t", target, CertManagerAttributes());
+  (*request.mutable_volume_context())["csi.storage.k8s.io/serviceAccount.tokens"] =
+      R"({"":{"token":")" + pod_token + R"(","expirationTimestamp":"2030-01-01T00:00:00Z"}})";
+  csi::v1::NodePublishVolumeResponse response;
+  grpc::Status status = daemon_->node().NodePublishVolume(CallContext().get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message() << daemon_->log();
+
+  int creates_with_pod_token = 0;
+  for (const RecordedRequest& recorded : api_.Requests()) {
+    if (recorded.method == "POST") {
+      EXPECT_EQ(recorded.authorization, "Bearer " + pod_token);
+      ++creates_with_pod_token;
+    }
+  }
+  EXPECT_EQ(creates_with_pod_token, 1);
+
+  daemon_->Terminate();
+  for (const std::string& file : {daemon_->log(), Slurp(daemon_->data_root() + "/state.db"),
+                                  Slurp(daemon_->data_root() + "/state.db-wal")}) {
+    EXPECT_EQ(file.find(pod_token), std::string::npos);
+  }
 }
 
 TEST_F(CertManagerDaemonTest, UnpublishDeletesTheVolumesRequests) {
@@ -345,7 +390,31 @@ TEST(CertManagerRenewal, FinalFailureStartsANewIssuanceNextTime) {
   Result<IssuedCertificateFields> retried = renewer.Renew(row(), {});
   ASSERT_TRUE(retried.ok()) << retried.status().ToString();
   EXPECT_EQ(row().issuance_number, 2);
-  EXPECT_EQ(api.ObjectCount(), 2u);
+  // The denied request is pruned once the new one succeeded.
+  issuer.WaitForRetirements();
+  EXPECT_EQ(api.ObjectCount(), 1u);
+  EXPECT_TRUE(api.Object("default", CertificateRequestName(volume_id, 2)).has_value());
+
+  // With --use-token-request a renewal needs the pod's token, which lives in
+  // memory only: none yet (as after a restart) is UNAVAILABLE, so it backs
+  // off until kubelet republishes; with one, the request carries it.
+  ServiceAccountTokens tokens;
+  options.tokens = &tokens;
+  Renewer token_renewer(options, &issuer, Env::Default(), &SystemClock::Instance());
+  Result<IssuedCertificateFields> no_token = token_renewer.Renew(row(), {});
+  EXPECT_EQ(no_token.status().code(), Code::kUnavailable) << no_token.status().ToString();
+  EXPECT_NE(no_token.status().message().find("republish"), std::string::npos);
+  api.AcceptToken("renewal-pod-token");
+  tokens.Set(volume_id, "renewal-pod-token");
+  Result<IssuedCertificateFields> with_token = token_renewer.Renew(row(), {});
+  ASSERT_TRUE(with_token.ok()) << with_token.status().ToString();
+  int posts_with_pod_token = 0;
+  for (const RecordedRequest& recorded : api.Requests()) {
+    if (recorded.method == "POST" && recorded.authorization == "Bearer renewal-pod-token") {
+      ++posts_with_pod_token;
+    }
+  }
+  EXPECT_EQ(posts_with_pod_token, 1);
 }
 
 }  // namespace

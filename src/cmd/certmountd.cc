@@ -218,13 +218,6 @@ int Run(const Flags& flags) {
       return kExitFailure;
     }
     cert_manager = std::move(*made);
-    // Accepted so the deploy tree's flags parse, but not wired in yet: say
-    // so rather than silently ignore them.
-    if (flags.use_token_request) {
-      spdlog::warn(
-          "--use-token-request is not implemented yet: requests use the driver's own "
-          "credentials");
-    }
     issuer = cert_manager.get();
   } else {
     Result<std::unique_ptr<LocalCa>> ca =
@@ -246,6 +239,15 @@ int Run(const Flags& flags) {
   options.step_hook = TestHoldHook();
   options.history_limit = flags.history_limit;
   options.resumable_issuance = cert_manager != nullptr;
+  // Pods' tokens live in memory only (see service_account_tokens.h).
+  ServiceAccountTokens tokens;
+  if (flags.use_token_request) {
+    if (cert_manager == nullptr) {
+      spdlog::warn("--use-token-request has no effect with --issuer {}", flags.issuer);
+    } else {
+      options.tokens = &tokens;
+    }
+  }
   Publisher publisher(options, store->get(), issuer, env, &clock);
 
   RenewerOptions renewer_options;
@@ -253,6 +255,7 @@ int Run(const Flags& flags) {
   renewer_options.timeout = *publish_timeout;
   renewer_options.resumable_issuance = cert_manager != nullptr;
   renewer_options.store = store->get();
+  renewer_options.tokens = options.tokens;
   Renewer renewer(renewer_options, issuer, env, &clock);
   SchedulerOptions scheduler_options;
   scheduler_options.max_concurrent_issuance = flags.max_concurrent_issuance;

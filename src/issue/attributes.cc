@@ -47,6 +47,8 @@
 #include <optional>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "issue/dn.h"
 #include "issue/go_duration.h"
 
@@ -785,6 +787,35 @@ std::map<std::string, std::string> SecretAttributes(
   auto it = volume_context.find(FullKey(kPkcs12Password));
   if (it != volume_context.end()) secrets.insert(*it);
   return secrets;
+}
+
+Result<std::string> ServiceAccountToken(
+    const std::map<std::string, std::string>& volume_context) {
+  auto it = volume_context.find(std::string(kServiceAccountTokens));
+  if (it == volume_context.end() || it->second.empty()) {
+    return Status::NotFound(std::string(kServiceAccountTokens) +
+                            " is missing: the CSIDriver needs tokenRequests for "
+                            "--use-token-request");
+  }
+  nlohmann::json tokens = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (!tokens.is_object() || tokens.empty()) {
+    return Status::InvalidArgument(std::string(kServiceAccountTokens) +
+                                   " is not a JSON object of audience to token");
+  }
+  const nlohmann::json* entry = nullptr;
+  if (tokens.contains("")) {
+    entry = &tokens[""];
+  } else if (tokens.size() == 1) {
+    entry = &tokens.begin().value();
+  } else {
+    return Status::InvalidArgument(std::string(kServiceAccountTokens) +
+                                   " has several audiences and none is \"\"");
+  }
+  if (!entry->is_object() || !entry->contains("token") || !(*entry)["token"].is_string() ||
+      (*entry)["token"].get<std::string>().empty()) {
+    return Status::InvalidArgument(std::string(kServiceAccountTokens) + " holds no token");
+  }
+  return (*entry)["token"].get<std::string>();
 }
 
 }  // namespace certmount

@@ -45,6 +45,14 @@ Result<CertificateSpec> ParseAttributes(const std::map<std::string, std::string>
 std::map<std::string, std::string> StorableAttributes(
     const std::map<std::string, std::string>& volume_context);
 
+// The pod's service account token from kubelet's
+// csi.storage.k8s.io/serviceAccount.tokens (a JSON object of audience to
+// {token, expirationTimestamp}; the CSIDriver's tokenRequests): the token for
+// audience "" if there is one, else the only entry. NOT_FOUND when kubelet
+// sent none; INVALID_ARGUMENT when it is malformed. Messages never contain
+// the token.
+Result<std::string> ServiceAccountToken(const std::map<std::string, std::string>& volume_context);
+
 // The attributes StorableAttributes leaves out that ParseAttributes needs
 // again on renewal (today: pkcs12-password), to be kept on the tmpfs.
 std::map<std::string, std::string> SecretAttributes(

@@ -34,6 +34,15 @@ Result<IssuedCertificateFields> Renewer::Renew(const VolumeRecord& volume, std::
   request.layout = layout;
   if (volume.file_group.has_value()) request.ownership.gid = static_cast<gid_t>(*volume.file_group);
   request.reuse_existing_key = spec->reuse_private_key;
+  if (options_.tokens != nullptr) {
+    std::optional<std::string> token = options_.tokens->Get(volume.volume_id);
+    if (!token.has_value()) {
+      return Status::Unavailable("volume " + volume.volume_id +
+                                 ": waiting for kubelet to republish it with a service account "
+                                 "token (--use-token-request)");
+    }
+    request.bearer_token_override = std::move(*token);
+  }
   int64_t number = volume.issuance_number;
   if (options_.resumable_issuance) {
     if (!HasPendingIssuance(layout, env_)) {

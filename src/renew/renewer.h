@@ -13,6 +13,7 @@
 #include "state/store.h"
 #include "state/volume_record.h"
 #include "volume/env.h"
+#include "volume/service_account_tokens.h"
 
 namespace certmount {
 
@@ -24,6 +25,10 @@ struct RenewerOptions {
   // Renew. Needs `store`, which must outlive the Renewer.
   bool resumable_issuance = false;
   Store* store = nullptr;
+  // With --use-token-request: renewals sign with the pod's latest token from
+  // here; without one (after a restart, before kubelet republishes) they
+  // fail UNAVAILABLE and back off. Null: the driver's own credentials.
+  const ServiceAccountTokens* tokens = nullptr;
 };
 
 class Renewer {

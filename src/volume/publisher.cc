@@ -180,6 +180,15 @@ Status Publisher::PublishOnce(const PublishRequest& request) {
   CERTMOUNT_RETURN_IF_ERROR(ValidateVolumeId(request.volume_id));
   CERTMOUNT_RETURN_IF_ERROR(ValidateTargetPath(request.target_path, options_.target_root, env_));
   CERTMOUNT_ASSIGN_OR_RETURN(CertificateSpec spec, ParseAttributes(request.volume_context));
+  if (options_.tokens != nullptr) {
+    // Every publish, a repeat of a mounted volume included (kubelet
+    // republishes to hand over fresh tokens), refreshes the token renewals use.
+    Result<std::string> token = ServiceAccountToken(request.volume_context);
+    if (!token.ok()) {
+      return Status::FailedPrecondition(token.status().message());
+    }
+    options_.tokens->Set(request.volume_id, std::move(*token));
+  }
 
   const auto deadline = clock_->SteadyNow() + options_.publish_timeout;
   std::shared_ptr<InFlight> flight;
@@ -287,6 +296,9 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
   issuance.volume_id = volume_id;
   issuance.spec = &spec;
   issuance.pod = pod;
+  if (options_.tokens != nullptr) {
+    issuance.bearer_token_override = options_.tokens->Get(volume_id).value_or("");
+  }
   issuance.layout = layout;
   issuance.ownership = FileOwnership{gid};
   issuance.request_name = record.request_name;
@@ -384,6 +396,7 @@ Status Publisher::Unpublish(const std::string& volume_id, const std::string& tar
   // The row goes before the files: a crash in between leaves an orphan
   // directory, which startup removes, never a row without its files.
   CERTMOUNT_ASSIGN_OR_RETURN(bool deleted, store_->DeleteVolume(volume_id));
+  if (options_.tokens != nullptr) options_.tokens->Erase(volume_id);
   if (deleted) issuer_->Retire(existing->pod_namespace, volume_id, std::nullopt);
   return RemoveVolumeDir(VolumeDir(volume_id), env_);
 }

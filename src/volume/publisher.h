@@ -20,6 +20,7 @@
 #include "issue/request.h"
 #include "state/store.h"
 #include "volume/env.h"
+#include "volume/service_account_tokens.h"
 
 namespace certmount {
 
@@ -59,6 +60,9 @@ struct PublisherOptions {
   std::string target_root = "/var/lib/kubelet/pods";
   std::chrono::milliseconds publish_timeout{std::chrono::seconds(60)};
   bool mount_tmpfs = true;
+  // With --use-token-request: where the pods' tokens are kept for renewals;
+  // each publish then signs with the pod's own token. Null: the driver's.
+  ServiceAccountTokens* tokens = nullptr;
   // Rows of issuance history kept per volume (the publish writes the first).
   int history_limit = 10;
   // Resumable issuance with signer-side names (the cert-manager issuer):

@@ -120,6 +120,10 @@ InspectedCertificate InspectCertificateFile(const std::string& path) {
   BIGNUM* serial = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), nullptr);
   char* hex = BN_bn2hex(serial);
   out.serial_hex = hex;
+  // BN_bn2hex pads to whole bytes ("03AB"); the canonical form has no
+  // leading zeros, as the driver stores it.
+  const size_t first = out.serial_hex.find_first_not_of('0');
+  out.serial_hex = first == std::string::npos ? "0" : out.serial_hex.substr(first);
   OPENSSL_free(hex);
   BN_free(serial);
   out.not_before = AsUnix(X509_get0_notBefore(cert));
