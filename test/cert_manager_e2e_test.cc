@@ -182,6 +182,30 @@ TEST_F(CertManagerDaemonTest, UseTokenRequestSignsWithThePodsTokenAndNeverStores
   }
 }
 
+TEST_F(CertManagerDaemonTest, RetriedPublishResumesTheRequestItTimedOutOn) {
+  api_.SetPolicy(SignerPolicy::kPending);
+  StartDaemon(api_.url(), {"--publish-timeout=2s"});
+  const std::string target = Target("pod-p");
+  grpc::Status timed_out = Publish("csi-cm-p", target);
+  EXPECT_EQ(timed_out.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+      << timed_out.error_message();
+  EXPECT_EQ(Rows(), 0);
+  EXPECT_FALSE(IsMountPoint(target));
+  const std::string name = CertificateRequestName("csi-cm-p", 0);
+  ASSERT_EQ(api_.ObjectCount(), 1u);
+
+  // cert-manager signs while kubelet waits to retry; the retry resumes the
+  // same request: no delete, no second object.
+  ASSERT_TRUE(api_.Resolve("default", name, SignerPolicy::kApprove));
+  grpc::Status retried = Publish("csi-cm-p", target);
+  ASSERT_TRUE(retried.ok()) << retried.error_message() << daemon_->log();
+  EXPECT_EQ(api_.ObjectCount(), 1u);
+  EXPECT_EQ(api_.Count("DELETE", "/apis/cert-manager.io/v1/namespaces/default/certificaterequests"),
+            0);
+  EXPECT_EQ(VerifyChain(target + "/tls.crt", target + "/ca.crt"), "");
+  EXPECT_TRUE(KeyMatchesCertificate(target + "/tls.key", target + "/tls.crt"));
+}
+
 TEST_F(CertManagerDaemonTest, UnpublishDeletesTheVolumesRequests) {
   StartDaemon(api_.url());
   const std::string target = Target("pod-d");

@@ -264,7 +264,8 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
     }
     // An unmounted row that is not in flight is the remains of a rollback
     // that could not finish; clear it and start over.
-    RollBack(volume_id, request.target_path, /*mounted=*/true, /*created_target=*/false);
+    RollBack(volume_id, request.target_path, /*mounted=*/true, /*created_target=*/false,
+             /*keep_pending=*/false);
   }
 
   PodInfo pod = PodInfoFromContext(request.volume_context);
@@ -284,8 +285,9 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
 
   bool mounted = false;
   bool created_target = false;
+  bool keep_pending = false;
   auto fail = [&](const Status& status) {
-    RollBack(volume_id, request.target_path, mounted, created_target);
+    RollBack(volume_id, request.target_path, mounted, created_target, keep_pending);
     return status;
   };
 
@@ -320,7 +322,16 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
   Result<IssuedCertificateFields> fields = IssueIntoVolume(issuance, issuer_, env_, deadline, stop);
   RecordIssuanceMetrics(issuer_->Name(), IssuanceKind::kPublish, fields.ok(),
                         std::chrono::duration<double>(clock_->SteadyNow() - issue_started).count());
-  if (!fields.ok()) return fail(fields.status());
+  if (!fields.ok()) {
+    if (options_.resumable_issuance && fields.status().code() == Code::kDeadlineExceeded) {
+      // The request is still pending at the signer. Everything is rolled
+      // back but the pending key and CSR, so kubelet's retry of this publish
+      // resumes that request instead of replacing it. Without a retry (the
+      // pod is gone) the next start's orphan sweep removes them.
+      keep_pending = true;
+    }
+    return fail(fields.status());
+  }
 
   Result<bool> target_created = EnsureTargetDirectory(request.target_path, env_);
   if (!target_created.ok()) return fail(target_created.status());
@@ -351,7 +362,7 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
 }
 
 void Publisher::RollBack(const std::string& volume_id, const std::string& target_path, bool mounted,
-                         bool created_target) {
+                         bool created_target, bool keep_pending) {
   if (mounted) {
     Status s = Unmount(target_path, env_);
     if (!s.ok()) spdlog::warn("rollback {}: unmount: {}", volume_id, s.ToString());
@@ -360,7 +371,10 @@ void Publisher::RollBack(const std::string& volume_id, const std::string& target
     Status s = env_->RemoveEmptyDirectory(target_path);
     if (!s.ok()) spdlog::warn("rollback {}: remove target: {}", volume_id, s.ToString());
   }
-  Status files = RemoveVolumeDir(VolumeDir(volume_id), env_);
+  const VolumeLayout layout = VolumeLayout::For(options_.data_root, volume_id);
+  Status files = keep_pending && HasPendingIssuance(layout, env_)
+                     ? RemoveVolumeDir(layout.data, env_)
+                     : RemoveVolumeDir(layout.root, env_);
   if (!files.ok()) spdlog::warn("rollback {}: files: {}", volume_id, files.ToString());
   Result<bool> row = store_->DeleteVolume(volume_id);
   if (!row.ok()) spdlog::warn("rollback {}: row: {}", volume_id, row.status().ToString());

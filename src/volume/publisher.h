@@ -118,8 +118,10 @@ class Publisher {
   Status PublishNew(const PublishRequest& request, const CertificateSpec& spec,
                     std::stop_token stop);
   // Undoes a failed publish: unmount, files, row. Keeps the first error.
+  // With `keep_pending`, a resumable issuance's pending key and CSR stay
+  // for kubelet's retry of the publish.
   void RollBack(const std::string& volume_id, const std::string& target_path, bool mounted,
-                bool created_target);
+                bool created_target, bool keep_pending);
   void Step(PublishStep step, const std::string& volume_id) const;
 
   PublisherOptions options_;
