@@ -1,6 +1,8 @@
 // The embedded CA, checked with OpenSSL's own chain verification.
 #include "issue/local_ca.h"
 
+#include "issue/certificate_info.h"
+
 #include <gtest/gtest.h>
 #include <openssl/pem.h>
 #include <sys/stat.h>
@@ -225,6 +227,20 @@ TEST_F(LocalCaTest, FromFilesChecksKeyAndCaFlag) {
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), Code::kFailedPrecondition);
   EXPECT_NE(missing.status().message().find("missing.crt"), std::string::npos);
+}
+
+TEST_F(LocalCaTest, LeafFactsMatchWhatTheCertificateSays) {
+  Result<IssuedCertificate> issued = Issue(*ca_, Csr());
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  ASSERT_TRUE(issued->leaf.has_value());
+  Result<CertificateInfo> parsed = ParseLeafCertificate(issued->certificate_chain_pem);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(issued->leaf->serial_hex, parsed->serial_hex);
+  EXPECT_EQ(issued->leaf->not_before, parsed->not_before);
+  EXPECT_EQ(issued->leaf->not_after, parsed->not_after);
+  EXPECT_EQ(issued->leaf->subject, parsed->subject);
+  EXPECT_EQ(issued->leaf->dns_names, parsed->dns_names);
+  EXPECT_EQ(issued->leaf->not_before, clock_.NowUnix());
 }
 
 TEST_F(LocalCaTest, IssuedLeafVerifiesAndCarriesTheSpec) {

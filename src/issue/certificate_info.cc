@@ -1,4 +1,5 @@
 #include "issue/certificate_info.h"
+#include "issue/certificate_info_x509.h"
 
 #include <openssl/pem.h>
 
@@ -46,23 +47,16 @@ Result<std::string> SubjectText(const X509_NAME* name) {
 
 }  // namespace
 
-Result<CertificateInfo> ParseLeafCertificate(std::string_view chain_pem) {
-  if (chain_pem.empty()) return Status::InvalidArgument("empty certificate chain");
-  BioPtr bio = MemoryBio(chain_pem.data(), chain_pem.size());
-  if (bio == nullptr) return Status::Internal(OpensslFailure("cannot allocate BIO"));
-  X509Ptr cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
-  if (cert == nullptr) {
-    return Status::InvalidArgument(OpensslFailure("no PEM certificate in chain"));
-  }
+Result<CertificateInfo> DescribeCertificate(X509* cert) {
   CertificateInfo info;
-  CERTMOUNT_ASSIGN_OR_RETURN(info.serial_hex, SerialHex(X509_get0_serialNumber(cert.get())));
-  CERTMOUNT_ASSIGN_OR_RETURN(info.not_before, UnixTime(X509_get0_notBefore(cert.get())));
-  CERTMOUNT_ASSIGN_OR_RETURN(info.not_after, UnixTime(X509_get0_notAfter(cert.get())));
-  CERTMOUNT_ASSIGN_OR_RETURN(info.subject, SubjectText(X509_get_subject_name(cert.get())));
+  CERTMOUNT_ASSIGN_OR_RETURN(info.serial_hex, SerialHex(X509_get0_serialNumber(cert)));
+  CERTMOUNT_ASSIGN_OR_RETURN(info.not_before, UnixTime(X509_get0_notBefore(cert)));
+  CERTMOUNT_ASSIGN_OR_RETURN(info.not_after, UnixTime(X509_get0_notAfter(cert)));
+  CERTMOUNT_ASSIGN_OR_RETURN(info.subject, SubjectText(X509_get_subject_name(cert)));
 
   int critical = 0;
   GeneralNamesPtr names(static_cast<GENERAL_NAMES*>(
-      X509_get_ext_d2i(cert.get(), NID_subject_alt_name, &critical, nullptr)));
+      X509_get_ext_d2i(cert, NID_subject_alt_name, &critical, nullptr)));
   if (names == nullptr && critical != -1) {
     // -1 means absent; anything else is a malformed or duplicated extension.
     return Status::InvalidArgument(OpensslFailure("certificate has an invalid subjectAltName"));
@@ -76,6 +70,17 @@ Result<CertificateInfo> ParseLeafCertificate(std::string_view chain_pem) {
   }
   DrainOpensslErrors();
   return info;
+}
+
+Result<CertificateInfo> ParseLeafCertificate(std::string_view chain_pem) {
+  if (chain_pem.empty()) return Status::InvalidArgument("empty certificate chain");
+  BioPtr bio = MemoryBio(chain_pem.data(), chain_pem.size());
+  if (bio == nullptr) return Status::Internal(OpensslFailure("cannot allocate BIO"));
+  X509Ptr cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+  if (cert == nullptr) {
+    return Status::InvalidArgument(OpensslFailure("no PEM certificate in chain"));
+  }
+  return DescribeCertificate(cert.get());
 }
 
 }  // namespace certmount

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "issue/certificate_info.h"
 #include "issue/request.h"
 
 namespace certmount {
@@ -34,6 +35,9 @@ struct IssuedCertificate {
   std::string certificate_chain_pem;
   // The CA bundle that verifies the chain, PEM; what goes into ca.crt.
   std::string ca_pem;
+  // The leaf's serial and validity when the signer knows them already (the
+  // local CA); otherwise callers parse certificate_chain_pem.
+  std::optional<CertificateInfo> leaf;
 };
 
 class Issuer {

@@ -1,5 +1,7 @@
 #include "issue/local_ca.h"
 
+#include "issue/certificate_info_x509.h"
+
 #include <fcntl.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
@@ -514,6 +516,7 @@ Result<IssuedCertificate> LocalCa::Issue(const IssueInput& input,
   IssuedCertificate issued;
   CERTMOUNT_ASSIGN_OR_RETURN(issued.certificate_chain_pem, CertificatePem(cert.get()));
   issued.ca_pem = certificate_pem_;
+  CERTMOUNT_ASSIGN_OR_RETURN(issued.leaf, DescribeCertificate(cert.get()));
   return issued;
 }
 

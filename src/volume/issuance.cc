@@ -117,7 +117,9 @@ Result<IssuedCertificateFields> IssueIntoVolume(const IssuanceRequest& request, 
     }
     return issued.status().WithContext("issuer " + issuer->Name());
   }
-  Result<CertificateInfo> info = ParseLeafCertificate(issued->certificate_chain_pem);
+  Result<CertificateInfo> info = issued->leaf.has_value()
+                                     ? Result<CertificateInfo>(*issued->leaf)
+                                     : ParseLeafCertificate(issued->certificate_chain_pem);
   if (!info.ok()) {
     return Status::Unavailable("issuer " + issuer->Name() +
                                " returned an unreadable certificate: " + info.status().message());
