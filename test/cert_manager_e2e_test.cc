@@ -299,6 +299,19 @@ TEST(CertManagerDaemonConfig, MissingKubeconfigIsExitOneWithAClearMessage) {
 // The renewal's request survives its own timeout: the second attempt resumes
 // the same CertificateRequest (same name, byte-identical CSR) instead of
 // creating another, and the next renewal gets a new number.
+// A cert-manager issuer talking to `api` with the driver's own token, for
+// the in-process renewal tests; null if the client cannot be made.
+std::unique_ptr<CertManagerIssuer> InProcessIssuer(const FakeKubeApi& api) {
+  kube::KubeConfig config;
+  config.server = api.url();
+  config.ca_pem = api.server_ca_pem();
+  config.token = FakeKubeApi::kToken;
+  auto client = kube::Client::Create(config);
+  if (!client.ok()) return nullptr;
+  return std::make_unique<CertManagerIssuer>(std::shared_ptr<kube::Client>(std::move(*client)),
+                                             CertManagerIssuerOptions{"node-1"});
+}
+
 TEST(CertManagerRenewal, TimedOutRenewalIsResumedNotDuplicated) {
   TempDir dir;
   FakeKubeApi api;
@@ -326,13 +339,9 @@ TEST(CertManagerRenewal, TimedOutRenewalIsResumedNotDuplicated) {
   const VolumeLayout layout = VolumeLayout::For(data_root, volume_id);
   fs::create_directories(layout.data);
 
-  kube::KubeConfig config;
-  config.server = api.url();
-  config.ca_pem = api.server_ca_pem();
-  config.token = FakeKubeApi::kToken;
-  auto client = kube::Client::Create(config);
-  ASSERT_TRUE(client.ok());
-  CertManagerIssuer issuer(std::shared_ptr<kube::Client>(std::move(*client)), {"node-1"});
+  std::unique_ptr<CertManagerIssuer> issuer_owner = InProcessIssuer(api);
+  ASSERT_NE(issuer_owner, nullptr);
+  CertManagerIssuer& issuer = *issuer_owner;
   RenewerOptions options;
   options.data_root = data_root;
   options.timeout = 500ms;
@@ -392,13 +401,9 @@ TEST(CertManagerRenewal, FinalFailureStartsANewIssuanceNextTime) {
   const VolumeLayout layout = VolumeLayout::For(data_root, volume_id);
   fs::create_directories(layout.data);
 
-  kube::KubeConfig config;
-  config.server = api.url();
-  config.ca_pem = api.server_ca_pem();
-  config.token = FakeKubeApi::kToken;
-  auto client = kube::Client::Create(config);
-  ASSERT_TRUE(client.ok());
-  CertManagerIssuer issuer(std::shared_ptr<kube::Client>(std::move(*client)), {"node-1"});
+  std::unique_ptr<CertManagerIssuer> issuer_owner = InProcessIssuer(api);
+  ASSERT_NE(issuer_owner, nullptr);
+  CertManagerIssuer& issuer = *issuer_owner;
   RenewerOptions options;
   options.data_root = data_root;
   options.timeout = 10s;
