@@ -7,7 +7,9 @@
 //            unpublishes, timed separately), with the daemon's own per-RPC
 //            duration_ms read back from its log;
 //   floor    per volume, sequentially: key + CSR + local CA signature, the two
-//            database commits, the file set on a tmpfs and the read-only bind;
+//            database commits, the file set on a tmpfs, and the target
+//            directory (CSI leaves creating it to the plugin) with the
+//            read-only bind on it;
 //   inproc   (unless --no-inprocess) Publisher::Publish called directly at
 //            concurrency 1 and C, with its step hook timing each step, which
 //            splits the gap between floor and daemon into publisher logic,
@@ -235,8 +237,8 @@ DaemonRound RunDaemonRound(Daemon& daemon, const Options& options, int round) {
 // The floor's steps, in the order the publisher does them.
 enum FloorStep { kRegister, kKey, kCsr, kSign, kWrite, kBind, kMark, kFloorSteps };
 constexpr const char* kFloorStepNames[kFloorSteps] = {
-    "RegisterVolume", "Generate+ToPem", "BuildCsrPem", "LocalCa::Issue",
-    "WriteFileSet",   "BindMountRO",    "MarkMounted"};
+    "RegisterVolume", "Generate+ToPem",    "BuildCsrPem", "LocalCa::Issue",
+    "WriteFileSet",   "mkdir+BindMountRO", "MarkMounted"};
 
 struct FloorRound {
   Summary total;
@@ -271,9 +273,10 @@ FloorRound RunFloorRound(FloorWorld& world, const Options& options, int round) {
   for (int i = 0; i < n; ++i) {
     ids[i] = VolumeId("floor", round, i);
     targets[i] = TargetFor(world.target_root, ids[i]);
-    // The floor mounts onto an existing directory; creating it is publisher
-    // logic, not essential work.
-    std::filesystem::create_directories(targets[i]);
+    // Only the parent exists, as kubelet leaves it: CSI makes creating the
+    // target itself the plugin's job, so the floor's mount step includes
+    // the mkdir (on ext4 under inode churn it is not free).
+    CreateParent(targets[i]);
     contexts[i] = KubeletContext(ids[i]);
     specs[i] = Take(ParseAttributes(contexts[i]), "floor attributes");
   }
@@ -317,6 +320,7 @@ FloorRound RunFloorRound(FloorWorld& world, const Options& options, int round) {
     };
     Check(WriteFileSet(layout.data, files, ownership, env), "floor files");
     marks[5] = Clock::now();
+    Check(env->CreateDir(targets[i], 0750, std::nullopt), "floor mkdir target");
     Check(BindMountReadOnly(layout.data, targets[i], env), "floor bind");
     marks[6] = Clock::now();
     IssuedCertificateFields fields;
@@ -334,6 +338,7 @@ FloorRound RunFloorRound(FloorWorld& world, const Options& options, int round) {
   // the daemon phase, so both see a mount table of the same size.
   for (int i = 0; i < n; ++i) {
     Check(Unmount(targets[i], env), "floor unmount");
+    Check(env->RemoveEmptyDirectory(targets[i]), "floor remove target");
     Check(RemoveVolumeDir(VolumeLayout::For(world.dir.path().string(), ids[i]).root, env),
           "floor remove files");
     Take(world.store->DeleteVolume(ids[i]), "floor delete row");

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "support/daemon.h"
 #include "support/root.h"
@@ -31,8 +32,8 @@ TEST(CertmountdFlags, VersionAndHelpExitZero) {
   EXPECT_NE(version.out.find("certmountd " CERTMOUNT_VERSION), std::string::npos);
   ProcessResult help = RunProcess({CERTMOUNTD_PATH, "--help"});
   EXPECT_EQ(help.exit_code, 0);
-  for (const char* flag : {"--endpoint", "--node-id", "--driver-name", "--data-root",
-                           "--log-level", "--log-format", "--version"}) {
+  for (const char* flag : {"--endpoint", "--node-id", "--driver-name", "--data-root", "--log-level",
+                           "--log-format", "--version"}) {
     EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
   }
 }
@@ -76,7 +77,8 @@ TEST(CertmountdFlags, NodeIdIsRequiredOrFromEnvironment) {
   EXPECT_NE(missing.err.find("--node-id"), std::string::npos);
 
   // With NODE_ID set, the node id check passes and the next check speaks.
-  ProcessResult from_env = RunProcess({CERTMOUNTD_PATH, "--driver-name=-bad-"}, {{"NODE_ID", "n1"}});
+  ProcessResult from_env =
+      RunProcess({CERTMOUNTD_PATH, "--driver-name=-bad-"}, {{"NODE_ID", "n1"}});
   EXPECT_EQ(from_env.exit_code, 2);
   EXPECT_EQ(from_env.err.find("--node-id"), std::string::npos) << from_env.err;
   EXPECT_NE(from_env.err.find("--driver-name"), std::string::npos) << from_env.err;
@@ -131,21 +133,60 @@ TEST_F(CertmountdTest, IdentityAndNodeInfo) {
                                      csi::v1::NodeServiceCapability::RPC::VOLUME_CONDITION}));
 }
 
+// The thread ids of the process's gRPC server threads alive right now.
+std::set<std::string> ServerThreads(pid_t pid) {
+  std::set<std::string> tids;
+  for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    std::ifstream comm_file(task.path() / "comm");
+    std::string comm;
+    std::getline(comm_file, comm);
+    if (comm.rfind("grpcpp_sync", 0) == 0) tids.insert(task.path().filename().string());
+  }
+  return tids;
+}
+
+// A thread started and ended per call costs every publish OpenSSL's
+// per-thread set-up and a cold malloc arena; calls one after another must be
+// served by a pool that stays put. Under load gRPC may still grow the pool
+// by a few threads (a call can arrive before the last one's thread is back
+// polling), so the bound is far below one thread per call, not zero.
+TEST_F(CertmountdTest, SequentialCallsReuseTheServerThreads) {
+  auto call = [&] {
+    csi::v1::NodeGetCapabilitiesResponse caps;
+    ASSERT_TRUE(daemon_->node().NodeGetCapabilities(CallContext().get(), {}, &caps).ok());
+  };
+  for (int i = 0; i < 5; ++i) call();
+  const std::set<std::string> before = ServerThreads(daemon_->pid());
+  ASSERT_FALSE(before.empty());
+  std::set<std::string> started;
+  constexpr int kCalls = 50;
+  for (int i = 0; i < kCalls; ++i) {
+    call();
+    for (const std::string& tid : ServerThreads(daemon_->pid())) {
+      if (!before.contains(tid)) started.insert(tid);
+    }
+  }
+  EXPECT_LE(started.size(), 8u) << "server threads started during " << kCalls << " calls";
+}
+
 TEST_F(CertmountdTest, StageUnstageExpandAreUnimplemented) {
   csi::v1::NodeStageVolumeRequest stage;
   stage.set_volume_id("v");
   csi::v1::NodeStageVolumeResponse stage_response;
-  EXPECT_EQ(daemon_->node().NodeStageVolume(CallContext().get(), stage, &stage_response).error_code(),
-            grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(
+      daemon_->node().NodeStageVolume(CallContext().get(), stage, &stage_response).error_code(),
+      grpc::StatusCode::UNIMPLEMENTED);
   csi::v1::NodeUnstageVolumeRequest unstage;
   csi::v1::NodeUnstageVolumeResponse unstage_response;
-  EXPECT_EQ(
-      daemon_->node().NodeUnstageVolume(CallContext().get(), unstage, &unstage_response).error_code(),
-      grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(daemon_->node()
+                .NodeUnstageVolume(CallContext().get(), unstage, &unstage_response)
+                .error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
   csi::v1::NodeExpandVolumeRequest expand;
   csi::v1::NodeExpandVolumeResponse expand_response;
-  EXPECT_EQ(daemon_->node().NodeExpandVolume(CallContext().get(), expand, &expand_response).error_code(),
-            grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(
+      daemon_->node().NodeExpandVolume(CallContext().get(), expand, &expand_response).error_code(),
+      grpc::StatusCode::UNIMPLEMENTED);
 }
 
 TEST_F(CertmountdTest, PublishArgumentChecksInOrder) {
@@ -169,7 +210,8 @@ TEST_F(CertmountdTest, PublishArgumentChecksInOrder) {
        "volume_id"},
       {"block", [](auto& r) { r.mutable_volume_capability()->mutable_block(); }, "block"},
       {"writable", [](auto& r) { r.set_readonly(false); }, "readOnly: true"},
-      {"not ephemeral", [](auto& r) { r.mutable_volume_context()->erase("csi.storage.k8s.io/ephemeral"); },
+      {"not ephemeral",
+       [](auto& r) { r.mutable_volume_context()->erase("csi.storage.k8s.io/ephemeral"); },
        "ephemeral"},
       {"ephemeral false",
        [](auto& r) { (*r.mutable_volume_context())["csi.storage.k8s.io/ephemeral"] = "false"; },
@@ -198,16 +240,19 @@ TEST_F(CertmountdTest, UnpublishOfUnknownVolumeOrMissingTargetIsOk) {
   request.set_volume_id("csi-unknown");
   request.set_target_path(Target("gone/volumes/v"));
   csi::v1::NodeUnpublishVolumeResponse response;
-  grpc::Status status = daemon_->node().NodeUnpublishVolume(CallContext().get(), request, &response);
+  grpc::Status status =
+      daemon_->node().NodeUnpublishVolume(CallContext().get(), request, &response);
   EXPECT_TRUE(status.ok()) << status.error_message();
 
   request.clear_volume_id();
-  EXPECT_EQ(daemon_->node().NodeUnpublishVolume(CallContext().get(), request, &response).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(
+      daemon_->node().NodeUnpublishVolume(CallContext().get(), request, &response).error_code(),
+      grpc::StatusCode::INVALID_ARGUMENT);
   request.set_volume_id("csi-unknown");
   request.clear_target_path();
-  EXPECT_EQ(daemon_->node().NodeUnpublishVolume(CallContext().get(), request, &response).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(
+      daemon_->node().NodeUnpublishVolume(CallContext().get(), request, &response).error_code(),
+      grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 TEST_F(CertmountdTest, SigtermRemovesSocketAndExitsZero) {
@@ -249,17 +294,16 @@ TEST(CertmountdSocket, StaleSocketIsReplacedAndNonSocketRefused) {
   ASSERT_TRUE(daemon.Start()) << daemon.log();
   // A second daemon on the same live socket must refuse, not steal it.
   TempDir other;
-  ProcessResult second = RunProcess({CERTMOUNTD_PATH, "--node-id=n", "--endpoint=" + daemon.endpoint(),
-                                     "--data-root=" + other.Sub("data"),
-                                     "--target-root=" + daemon.target_root()});
+  ProcessResult second =
+      RunProcess({CERTMOUNTD_PATH, "--node-id=n", "--endpoint=" + daemon.endpoint(),
+                  "--data-root=" + other.Sub("data"), "--target-root=" + daemon.target_root()});
   EXPECT_EQ(second.exit_code, 1);
   EXPECT_NE(second.err.find("served by another running process"), std::string::npos) << second.err;
   // Nor may a second daemon share the data root: its startup cleanup would
   // delete the first one's in-flight volumes.
-  ProcessResult shared = RunProcess({CERTMOUNTD_PATH, "--node-id=n",
-                                     "--endpoint=unix://" + other.Sub("other.sock"),
-                                     "--data-root=" + daemon.data_root(),
-                                     "--target-root=" + daemon.target_root()});
+  ProcessResult shared =
+      RunProcess({CERTMOUNTD_PATH, "--node-id=n", "--endpoint=unix://" + other.Sub("other.sock"),
+                  "--data-root=" + daemon.data_root(), "--target-root=" + daemon.target_root()});
   EXPECT_EQ(shared.exit_code, 1);
   EXPECT_NE(shared.err.find("another certmountd"), std::string::npos) << shared.err;
   csi::v1::ProbeResponse probe;

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <memory>
 
 #include "common/clock.h"
 #include "issue/local_ca.h"
@@ -29,72 +30,133 @@ struct Fault {
   Code expected;
 };
 
-class PublishFaultTest : public ::testing::TestWithParam<Fault> {};
+// A real Publisher on a real store, CA, tmpfs and bind mounts, whose
+// filesystem calls go through a fault-injecting Env.
+class PublisherFixture {
+ protected:
+  void Open() {
+    options_.data_root = dir_.Sub("data");
+    options_.target_root = dir_.Sub("pods");
+    fs::create_directories(options_.data_root);
+    const std::string parent = options_.target_root + "/pod/volumes/kubernetes.io~csi/tls";
+    fs::create_directories(parent);
+    target_ = parent + "/mount";
+
+    auto store = Store::Open(options_.data_root + "/state.db", SystemClock::Instance());
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(*store);
+    auto ca = LocalCa::LoadOrCreate(options_.data_root + "/ca", SystemClock::Instance());
+    ASSERT_TRUE(ca.ok()) << ca.status().ToString();
+    ca_ = std::move(*ca);
+    publisher_ = std::make_unique<Publisher>(options_, store_.get(), ca_.get(), &env_,
+                                             &SystemClock::Instance());
+    ASSERT_TRUE(publisher_->Startup().ok());
+
+    request_.volume_id = "csi-fault";
+    request_.target_path = target_;
+    request_.volume_context = {
+        {"csi.storage.k8s.io/ephemeral", "true"},     {"csi.storage.k8s.io/pod.name", "p"},
+        {"csi.storage.k8s.io/pod.namespace", "ns"},   {"csi.cert-manager.io/issuer-name", "local"},
+        {"csi.cert-manager.io/common-name", "fault"}, {"csi.cert-manager.io/pkcs12-enable", "true"},
+        {"csi.cert-manager.io/pkcs12-password", "pw"}};
+  }
+
+  // Publishes, checks the volume is served, and unpublishes it again.
+  void ExpectPublishWorks() {
+    Status published = publisher_->Publish(request_);
+    ASSERT_TRUE(published.ok()) << published.ToString();
+    EXPECT_TRUE(IsMountPoint(target_));
+    EXPECT_TRUE(fs::exists(target_ + "/tls.crt"));
+    auto row = store_->GetVolume(request_.volume_id);
+    ASSERT_TRUE(row.ok() && row->has_value());
+    EXPECT_TRUE((*row)->mounted);
+    ASSERT_TRUE(publisher_->Unpublish(request_.volume_id, target_).ok());
+  }
+
+  TempDir dir_;
+  PublisherOptions options_;
+  std::string target_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<LocalCa> ca_;
+  FaultInjectionEnv env_;
+  std::unique_ptr<Publisher> publisher_;
+  PublishRequest request_;
+};
+
+class PublishFaultTest : public PublisherFixture, public ::testing::TestWithParam<Fault> {};
 
 TEST_P(PublishFaultTest, FailedStepLeavesNothingAndTheRetrySucceeds) {
   CERTMOUNT_REQUIRE_ROOT();
-  TempDir dir;
-  PublisherOptions options;
-  options.data_root = dir.Sub("data");
-  options.target_root = dir.Sub("pods");
-  fs::create_directories(options.data_root);
-  const std::string parent = options.target_root + "/pod/volumes/kubernetes.io~csi/tls";
-  fs::create_directories(parent);
-  const std::string target = parent + "/mount";
-
-  auto store = Store::Open(options.data_root + "/state.db", SystemClock::Instance());
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  auto ca = LocalCa::LoadOrCreate(options.data_root + "/ca", SystemClock::Instance());
-  ASSERT_TRUE(ca.ok()) << ca.status().ToString();
-  FaultInjectionEnv env;
-  Publisher publisher(options, store->get(), ca->get(), &env, &SystemClock::Instance());
-  ASSERT_TRUE(publisher.Startup().ok());
-
-  PublishRequest request;
-  request.volume_id = "csi-fault";
-  request.target_path = target;
-  request.volume_context = {{"csi.storage.k8s.io/ephemeral", "true"},
-                            {"csi.storage.k8s.io/pod.name", "p"},
-                            {"csi.storage.k8s.io/pod.namespace", "ns"},
-                            {"csi.cert-manager.io/issuer-name", "local"},
-                            {"csi.cert-manager.io/common-name", "fault"},
-                            {"csi.cert-manager.io/pkcs12-enable", "true"},
-                            {"csi.cert-manager.io/pkcs12-password", "pw"}};
-
+  Open();
   const Fault fault = GetParam();
-  env.FailNth(fault.operation, fault.nth, fault.error_number);
-  Status failed = publisher.Publish(request);
+  env_.FailNth(fault.operation, fault.nth, fault.error_number);
+  Status failed = publisher_->Publish(request_);
   ASSERT_FALSE(failed.ok()) << fault.operation;
   EXPECT_EQ(failed.code(), fault.expected) << failed.ToString();
   EXPECT_NE(failed.message().find("injected"), std::string::npos) << failed.ToString();
 
-  Result<std::vector<VolumeRecord>> rows = (*store)->ListVolumes();
+  Result<std::vector<VolumeRecord>> rows = store_->ListVolumes();
   ASSERT_TRUE(rows.ok());
   EXPECT_TRUE(rows->empty());
-  EXPECT_FALSE(IsMountPoint(target));
-  EXPECT_FALSE(fs::exists(target));
-  EXPECT_TRUE(fs::is_empty(options.data_root + "/volumes"));
+  EXPECT_FALSE(IsMountPoint(target_));
+  EXPECT_FALSE(fs::exists(target_));
+  EXPECT_TRUE(fs::is_empty(options_.data_root + "/volumes"));
 
-  Status retried = publisher.Publish(request);
-  ASSERT_TRUE(retried.ok()) << retried.ToString();
-  EXPECT_TRUE(IsMountPoint(target));
-  EXPECT_TRUE(fs::exists(target + "/tls.crt"));
-  ASSERT_TRUE(publisher.Unpublish(request.volume_id, target).ok());
+  ExpectPublishWorks();
+}
+
+class StaleRowTest : public PublisherFixture, public ::testing::Test {};
+
+// What a rollback that could not delete its row leaves behind: an unmounted
+// row and part of a volume directory, with no publish in flight.
+TEST_F(StaleRowTest, PublishClearsAnUnmountedRowLeftByAnUnfinishedRollback) {
+  CERTMOUNT_REQUIRE_ROOT();
+  Open();
+  VolumeRecord stale;
+  stale.volume_id = request_.volume_id;
+  stale.target_path = target_;
+  stale.pod_namespace = "ns";
+  stale.pod_name = "p";
+  stale.issuer = "local-ca";
+  ASSERT_TRUE(store_->RegisterVolume(stale).ok());
+  const std::string leftover = options_.data_root + "/volumes/" + request_.volume_id + "/leftover";
+  fs::create_directories(leftover);
+
+  ExpectPublishWorks();
+  EXPECT_FALSE(fs::exists(leftover));
+}
+
+TEST_F(StaleRowTest, PublishAtAnotherTargetThanAStaleRowIsAlreadyExists) {
+  CERTMOUNT_REQUIRE_ROOT();
+  Open();
+  VolumeRecord stale;
+  stale.volume_id = request_.volume_id;
+  stale.target_path = options_.target_root + "/other/mount";
+  stale.issuer = "local-ca";
+  ASSERT_TRUE(store_->RegisterVolume(stale).ok());
+
+  Status published = publisher_->Publish(request_);
+  EXPECT_EQ(published.code(), Code::kAlreadyExists) << published.ToString();
+  EXPECT_NE(published.message().find(stale.target_path), std::string::npos);
+  auto row = store_->GetVolume(request_.volume_id);
+  ASSERT_TRUE(row.ok() && row->has_value());
+  EXPECT_EQ((*row)->target_path, stale.target_path);
+  EXPECT_FALSE(fs::exists(target_));
 }
 
 INSTANTIATE_TEST_SUITE_P(
     EveryFilesystemStep, PublishFaultTest,
-    ::testing::Values(
-        Fault{"FirstDirectory", "CreateDir", 1, EACCES, Code::kInternal},
-        Fault{"SecretsFileFull", "WriteNewFile", 1, ENOSPC, Code::kResourceExhausted},
-        Fault{"KeyFileFull", "WriteNewFile", 3, ENOSPC, Code::kResourceExhausted},
-        Fault{"KeystoreFileFull", "WriteNewFile", 5, ENOSPC, Code::kResourceExhausted},
-        Fault{"DirectorySync", "SyncDir", 1, EIO, Code::kInternal},
-        Fault{"DataSwap", "Rename", 2, EIO, Code::kInternal},
-        Fault{"NameLink", "Symlink", 2, ENOSPC, Code::kResourceExhausted},
-        Fault{"BindMount", "Mount", 1, EPERM, Code::kInternal},
-        // The read-only remount: a failure must not leave a writable mount.
-        Fault{"ReadOnlyRemount", "Mount", 2, EPERM, Code::kInternal}),
+    ::testing::Values(Fault{"FirstDirectory", "CreateDir", 1, EACCES, Code::kInternal},
+                      Fault{"SecretsFileFull", "WriteNewFile", 1, ENOSPC, Code::kResourceExhausted},
+                      Fault{"KeyFileFull", "WriteNewFile", 3, ENOSPC, Code::kResourceExhausted},
+                      Fault{"KeystoreFileFull", "WriteNewFile", 5, ENOSPC,
+                            Code::kResourceExhausted},
+                      Fault{"DirectorySync", "SyncDir", 1, EIO, Code::kInternal},
+                      Fault{"DataSwap", "Rename", 2, EIO, Code::kInternal},
+                      Fault{"NameLink", "Symlink", 2, ENOSPC, Code::kResourceExhausted},
+                      Fault{"BindMount", "Mount", 1, EPERM, Code::kInternal},
+                      // The read-only remount: a failure must not leave a writable mount.
+                      Fault{"ReadOnlyRemount", "Mount", 2, EPERM, Code::kInternal}),
     [](const ::testing::TestParamInfo<Fault>& info) { return std::string(info.param.name); });
 
 }  // namespace

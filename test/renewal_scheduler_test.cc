@@ -185,6 +185,9 @@ class RenewalSchedulerTest : public ::testing::Test {
     return row.ok() && row->has_value() ? **row : VolumeRecord{};
   }
 
+  // What the publisher tells the scheduler about a freshly mounted row.
+  ScheduledVolume Scheduled(const std::string& id) { return {id, Row(id).next_issuance_at}; }
+
   std::string CertPath(const std::string& id) {
     return VolumeLayout::For(data_root_, id).data + "/tls.crt";
   }
@@ -479,7 +482,7 @@ TEST_F(RenewalSchedulerTest, OnMountedSchedulesAPublishedVolume) {
   RenewalScheduler& scheduler = MakeScheduler();
   ASSERT_TRUE(scheduler.Load().ok());
   AddVolume("new", t0 + 3);
-  scheduler.OnMounted(Row("new"));
+  scheduler.OnMounted(Scheduled("new"));
   EXPECT_EQ(scheduler.DueAt("new"), t0 + 3);
   RunUntil(t0 + 3);
   EXPECT_THAT(issuer_->volumes(), ElementsAre("new"));
@@ -550,7 +553,7 @@ TEST_F(OverdueSpreadTest, BurstAfterAQuietPeriodIsBoundedByTheBucket) {
     ASSERT_TRUE(store_->WriteInOneTransactionForTest(record, id, cert, [] {}).ok());
     ASSERT_TRUE(
         Env::Default()->CreateDirectories(VolumeLayout::For(data_root_, id).data, 0700).ok());
-    scheduler.OnMounted(Row(id));
+    scheduler.OnMounted(Scheduled(id));
   }
   RunUntil(t0 + 14);
   const std::map<int64_t, int> per_second = issuer_->per_second();

@@ -120,6 +120,64 @@ TEST_F(StoreTest, RegisterTwiceIsAlreadyExistsNamingTheTargetPath) {
   EXPECT_EQ(MustGet("v1").target_path, Volume("v1").target_path);
 }
 
+TEST_F(StoreTest, TryRegisterReportsTheExistingRowAndWritesNothing) {
+  auto first = store_->TryRegisterVolume(Volume("v1"));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_FALSE(first->has_value());
+
+  VolumeRecord again = Volume("v1");
+  again.target_path = "/elsewhere";
+  again.pod_name = "someone-else";
+  clock_.Advance(5s);
+  auto unmounted = store_->TryRegisterVolume(again);
+  ASSERT_TRUE(unmounted.ok()) << unmounted.status().ToString();
+  ASSERT_TRUE(unmounted->has_value());
+  EXPECT_EQ((*unmounted)->target_path, Volume("v1").target_path);
+  EXPECT_FALSE((*unmounted)->mounted);
+  const VolumeRecord kept = MustGet("v1");
+  EXPECT_EQ(kept.pod_name, Volume("v1").pod_name);
+  EXPECT_EQ(kept.updated_at, kept.created_at);
+
+  ASSERT_TRUE(store_->MarkMounted("v1", Cert("01", clock_.NowUnix() + 60)).ok());
+  auto mounted = store_->TryRegisterVolume(again);
+  ASSERT_TRUE(mounted.ok() && mounted->has_value());
+  EXPECT_TRUE((*mounted)->mounted);
+  EXPECT_EQ(MustGet("v1").serial, "01");
+}
+
+TEST_F(StoreTest, HistoryKeepsTheNewestRowsOfEachVolumeOnly) {
+  constexpr int kLimit = 2;
+  for (const char* id : {"a", "b"}) {
+    ASSERT_TRUE(store_->RegisterVolume(Volume(id)).ok());
+    ASSERT_TRUE(store_
+                    ->MarkMountedWithHistory(id, Cert(std::string(id) + "00", 0),
+                                             IssuanceAttempt{"corp", 1}, kLimit)
+                    .ok());
+  }
+  // Interleaved renewals: pruning "a" must never touch "b"'s rows.
+  for (int i = 1; i <= 3; ++i) {
+    for (const char* id : {"a", "b"}) {
+      const std::string serial = std::string(id) + "0" + std::to_string(i);
+      ASSERT_TRUE(
+          store_->RecordRenewalWithHistory(id, Cert(serial, 0), IssuanceAttempt{"corp", 1}, kLimit)
+              .ok());
+    }
+  }
+  ASSERT_TRUE(
+      store_->MarkMountedWithHistory("a", Cert("a04", 0), IssuanceAttempt{"corp", 1}, kLimit).ok());
+  auto serials = [&](const std::string& id) {
+    std::vector<std::string> found;
+    Result<std::vector<IssuanceRecord>> rows = store_->ListIssuances(id);
+    EXPECT_TRUE(rows.ok()) << rows.status().ToString();
+    if (rows.ok()) {
+      for (const IssuanceRecord& row : *rows) found.push_back(row.serial);
+    }
+    return found;
+  };
+  EXPECT_THAT(serials("a"), ElementsAre("a04", "a03"));
+  EXPECT_THAT(serials("b"), ElementsAre("b03", "b02"));
+}
+
 TEST_F(StoreTest, RegisterRejectsMissingIdOrPath) {
   VolumeRecord no_id = Volume("");
   EXPECT_EQ(store_->RegisterVolume(no_id).code(), Code::kInvalidArgument);

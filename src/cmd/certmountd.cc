@@ -311,10 +311,15 @@ int Run(const Flags& flags) {
   NodeService node(flags.node_id, &publisher, &health);
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix://" + *socket_path, grpc::InsecureServerCredentials());
-  // A few pollers kept warm: kubelet's calls come in bursts (a node
-  // starting many pods), and creating a thread per burst showed up in the
-  // publish benchmark.
+  // gRPC's sync server starts a thread whenever a call leaves fewer than
+  // MIN_POLLERS threads polling, and ends a thread that finishes a call
+  // while MAX_POLLERS are polling. With the two equal, every call cost a
+  // thread start and exit, and a fresh thread pays OpenSSL's per-thread
+  // random generator and a cold malloc arena again: a third of a publish in
+  // the benchmark. Headroom above MIN lets finished threads go back to
+  // polling; idle extras exit after gRPC's poll timeout.
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 2);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 8);
   builder.RegisterService(&identity);
   builder.RegisterService(&node);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

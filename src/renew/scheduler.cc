@@ -70,7 +70,7 @@ void RenewalScheduler::ScheduleLocked(const std::string& volume_id, Entry& entry
   timer_.insert({due, volume_id});
 }
 
-void RenewalScheduler::OnMounted(const VolumeRecord& volume) {
+void RenewalScheduler::OnMounted(const ScheduledVolume& volume) {
   std::lock_guard lock(mu_);
   const int64_t due = volume.next_issuance_at.value_or(clock_->NowUnix());
   auto [it, inserted] = entries_.try_emplace(volume.volume_id);
@@ -84,7 +84,10 @@ void RenewalScheduler::OnMounted(const VolumeRecord& volume) {
     timer_.erase({entry.due, volume.volume_id});
   }
   ScheduleLocked(volume.volume_id, entry, due);
-  dispatcher_wake_.notify_one();
+  // The dispatcher sleeps until the earliest due time; only a new earliest
+  // changes that. Waking it for every publish would cost each one a context
+  // switch on a small node.
+  if (timer_.begin()->second == volume.volume_id) dispatcher_wake_.notify_one();
 }
 
 void RenewalScheduler::OnRemoved(const std::string& volume_id) {

@@ -85,7 +85,7 @@ class RenewalScheduler final : public VolumeObserver {
 
   // VolumeObserver: schedules the volume at its next_issuance_at (now if it
   // has none), replacing an earlier schedule of the same id.
-  void OnMounted(const VolumeRecord& volume) override;
+  void OnMounted(const ScheduledVolume& volume) override;
   // VolumeObserver: unschedules the volume. A renewal of it that is running
   // is cancelled and waited for; one not started yet never starts. Returns
   // only once no renewal of the volume runs or will start.

@@ -36,8 +36,11 @@ Status ValidateCertificate(const std::string& volume_id, const IssuedCertificate
   return Status::Ok();
 }
 
-// Expects an open transaction, so the existence check and the insert agree.
-Status InsertVolume(SQLite::Database& db, const VolumeRecord& volume, int64_t now) {
+// Inserts the row unless the id has one; then returns that row's state and
+// writes nothing. Expects an open transaction, so the check and the insert
+// agree.
+Result<std::optional<RegisteredVolume>> InsertVolume(SQLite::Database& db,
+                                                     const VolumeRecord& volume, int64_t now) {
   if (volume.volume_id.empty()) return Status::InvalidArgument("volume id is empty");
   if (volume.target_path.empty()) {
     return Status::InvalidArgument("volume " + volume.volume_id + ": target path is empty");
@@ -49,11 +52,11 @@ Status InsertVolume(SQLite::Database& db, const VolumeRecord& volume, int64_t no
   }
   CERTMOUNT_ASSIGN_OR_RETURN(std::string attributes_json, AttributesToJson(volume.attributes));
 
-  SQLite::Statement existing(db, "SELECT target_path FROM volumes WHERE volume_id = ?");
+  SQLite::Statement existing(db, "SELECT target_path, mounted FROM volumes WHERE volume_id = ?");
   existing.bind(1, volume.volume_id);
   if (existing.executeStep()) {
-    return Status::AlreadyExists("volume " + volume.volume_id + " is already registered at " +
-                                 existing.getColumn(0).getString());
+    return std::optional<RegisteredVolume>(
+        RegisteredVolume{existing.getColumn(0).getString(), existing.getColumn(1).getInt() != 0});
   }
 
   SQLite::Statement insert(
@@ -82,7 +85,12 @@ Status InsertVolume(SQLite::Database& db, const VolumeRecord& volume, int64_t no
     insert.bind(12, volume.request_name);
   }
   insert.exec();
-  return Status::Ok();
+  return std::optional<RegisteredVolume>();
+}
+
+Status AlreadyRegistered(const std::string& volume_id, const RegisteredVolume& existing) {
+  return Status::AlreadyExists("volume " + volume_id + " is already registered at " +
+                               existing.target_path);
 }
 
 Status UpdateMounted(SQLite::Database& db, const std::string& volume_id,
@@ -168,10 +176,13 @@ void AppendHistory(SQLite::Database& db, const std::string& volume_id, IssuanceK
   insert.bind(9, std::max<int64_t>(0, attempt.duration_ms));
   insert.exec();
 
+  // Everything at or below the (limit+1)-th newest id goes. With fewer rows
+  // than that, as on every first publish, the subquery is NULL and the
+  // delete touches nothing: two short walks of issuances_by_volume.
   SQLite::Statement prune(db,
-                          "DELETE FROM issuances WHERE volume_id = ?1 AND id NOT IN "
+                          "DELETE FROM issuances WHERE volume_id = ?1 AND id <= "
                           "(SELECT id FROM issuances WHERE volume_id = ?1 "
-                          "ORDER BY id DESC LIMIT ?2)");
+                          "ORDER BY id DESC LIMIT 1 OFFSET ?2)");
   prune.bind(1, volume_id);
   prune.bind(2, std::max(1, limit));
   prune.exec();
@@ -225,13 +236,23 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& db_path, const Clo
 }
 
 Status Store::RegisterVolume(const VolumeRecord& volume) {
+  CERTMOUNT_ASSIGN_OR_RETURN(std::optional<RegisteredVolume> existing, TryRegisterVolume(volume));
+  if (existing.has_value()) return AlreadyRegistered(volume.volume_id, *existing);
+  return Status::Ok();
+}
+
+Result<std::optional<RegisteredVolume>> Store::TryRegisterVolume(const VolumeRecord& volume) {
   std::lock_guard lock(mutex_);
-  return Guarded(db_path_, "registering volume " + volume.volume_id, [&]() -> Status {
-    SQLite::Transaction transaction(*db_, SQLite::TransactionBehavior::IMMEDIATE);
-    CERTMOUNT_RETURN_IF_ERROR(InsertVolume(*db_, volume, clock_.NowUnix()));
-    transaction.commit();
-    return Status::Ok();
-  });
+  return Guarded(db_path_, "registering volume " + volume.volume_id,
+                 [&]() -> Result<std::optional<RegisteredVolume>> {
+                   SQLite::Transaction transaction(*db_, SQLite::TransactionBehavior::IMMEDIATE);
+                   CERTMOUNT_ASSIGN_OR_RETURN(std::optional<RegisteredVolume> existing,
+                                              InsertVolume(*db_, volume, clock_.NowUnix()));
+                   // Nothing was written when the id exists; committing an
+                   // empty transaction costs the same as rolling it back.
+                   transaction.commit();
+                   return existing;
+                 });
 }
 
 Status Store::MarkMounted(const std::string& volume_id, const IssuedCertificateFields& cert) {
@@ -447,7 +468,9 @@ Status Store::WriteInOneTransactionForTest(const VolumeRecord& volume,
   return Guarded(db_path_, "test transaction", [&]() -> Status {
     const int64_t now = clock_.NowUnix();
     SQLite::Transaction transaction(*db_, SQLite::TransactionBehavior::IMMEDIATE);
-    CERTMOUNT_RETURN_IF_ERROR(InsertVolume(*db_, volume, now));
+    CERTMOUNT_ASSIGN_OR_RETURN(std::optional<RegisteredVolume> existing,
+                               InsertVolume(*db_, volume, now));
+    if (existing.has_value()) return AlreadyRegistered(volume.volume_id, *existing);
     if (!mark_mounted_id.empty()) {
       CERTMOUNT_RETURN_IF_ERROR(UpdateMounted(*db_, mark_mounted_id, cert, now));
     }

@@ -50,6 +50,11 @@ class Store {
   // attributes holding kubelet's service account tokens (never store secrets).
   Status RegisterVolume(const VolumeRecord& volume);
 
+  // Like RegisterVolume, but an id that already has a row is not an error:
+  // nothing is written and that row's target path and mounted flag come
+  // back, so a publish learns in one transaction whether it is new.
+  Result<std::optional<RegisteredVolume>> TryRegisterVolume(const VolumeRecord& volume);
+
   // Records a successful publish in one statement: mounted=1, mounted_at=now,
   // the certificate fields, renewal_attempts=0, last_error NULL. NOT_FOUND if
   // no such row; INVALID_ARGUMENT for an empty serial.

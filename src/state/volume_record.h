@@ -38,6 +38,12 @@ struct VolumeRecord {
   std::string request_name;
 };
 
+// The part of an existing row that decides what a repeated publish does.
+struct RegisteredVolume {
+  std::string target_path;
+  bool mounted = false;
+};
+
 // What the store records about a freshly issued certificate.
 struct IssuedCertificateFields {
   std::string serial;  // non-empty

@@ -250,7 +250,22 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
   const auto deadline = clock_->SteadyNow() + options_.publish_timeout;
   CERTMOUNT_ASSIGN_OR_RETURN(std::optional<gid_t> gid, FileGroup(spec, request.volume_mount_group));
 
-  CERTMOUNT_ASSIGN_OR_RETURN(std::optional<VolumeRecord> existing, store_->GetVolume(volume_id));
+  PodInfo pod = PodInfoFromContext(request.volume_context);
+  VolumeRecord record;
+  record.volume_id = volume_id;
+  record.target_path = request.target_path;
+  record.pod_namespace = pod.namespace_;
+  record.pod_name = pod.name;
+  record.pod_uid = pod.uid;
+  record.service_account = pod.service_account;
+  record.attributes = StorableAttributes(request.volume_context);
+  record.issuer = issuer_->Name();
+  record.file_group = gid;
+  if (options_.resumable_issuance) record.request_name = CertificateRequestName(volume_id, 0);
+  // Registering first and looking only on a conflict keeps a new volume,
+  // the common case, at one transaction.
+  CERTMOUNT_ASSIGN_OR_RETURN(std::optional<RegisteredVolume> existing,
+                             store_->TryRegisterVolume(record));
   if (existing.has_value()) {
     if (existing->target_path != request.target_path) {
       return Status::AlreadyExists("volume " + volume_id + " is already published at " +
@@ -266,21 +281,13 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
     // that could not finish; clear it and start over.
     RollBack(volume_id, request.target_path, /*mounted=*/true, /*created_target=*/false,
              /*keep_pending=*/false);
+    CERTMOUNT_ASSIGN_OR_RETURN(existing, store_->TryRegisterVolume(record));
+    if (existing.has_value()) {
+      // Only a second writer of the database could have put it back.
+      return Status::Aborted("volume " + volume_id + " was registered again while its stale row " +
+                             "was being cleared; retry");
+    }
   }
-
-  PodInfo pod = PodInfoFromContext(request.volume_context);
-  VolumeRecord record;
-  record.volume_id = volume_id;
-  record.target_path = request.target_path;
-  record.pod_namespace = pod.namespace_;
-  record.pod_name = pod.name;
-  record.pod_uid = pod.uid;
-  record.service_account = pod.service_account;
-  record.attributes = StorableAttributes(request.volume_context);
-  record.issuer = issuer_->Name();
-  record.file_group = gid;
-  if (options_.resumable_issuance) record.request_name = CertificateRequestName(volume_id, 0);
-  CERTMOUNT_RETURN_IF_ERROR(store_->RegisterVolume(record));
   Step(PublishStep::kRegistered, volume_id);
 
   bool mounted = false;
@@ -352,10 +359,7 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
   Step(PublishStep::kCommitted, volume_id);
   issuer_->Retire(pod.namespace_, volume_id, 0);
 
-  if (observer_ != nullptr) {
-    Result<std::optional<VolumeRecord>> row = store_->GetVolume(volume_id);
-    if (row.ok() && row->has_value()) observer_->OnMounted(**row);
-  }
+  if (observer_ != nullptr) observer_->OnMounted({volume_id, fields->next_issuance_at});
   spdlog::info("published volume {} at {} serial {} not_after {}", volume_id, request.target_path,
                fields->serial, fields->not_after);
   return Status::Ok();

@@ -45,7 +45,7 @@ struct StartupSummary {
 class VolumeObserver {
  public:
   virtual ~VolumeObserver() = default;
-  virtual void OnMounted(const VolumeRecord& volume) = 0;
+  virtual void OnMounted(const ScheduledVolume& volume) = 0;
   // Returns only once no issuance for the volume is running or will start.
   virtual void OnRemoved(const std::string& volume_id) = 0;
 };

@@ -41,6 +41,7 @@ class Daemon {
   // SIGKILL, then waits.
   void Kill();
   bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
 
   // What the process wrote to stderr so far.
   std::string log() const;
