@@ -16,9 +16,11 @@
 //            splits the gap between floor and daemon into publisher logic,
 //            contention and gRPC.
 // Figures are the medians of the per-round values. Must run as root.
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <grpcpp/grpcpp.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -104,6 +106,29 @@ struct Summary {
   double per_second = 0;
 };
 
+// CPU time (user + system) this process has used so far, all threads.
+double SelfCpuMs() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto ms = [](const timeval& t) { return t.tv_sec * 1000.0 + t.tv_usec / 1000.0; };
+  return ms(usage.ru_utime) + ms(usage.ru_stime);
+}
+
+// CPU time (user + system) process `pid` has used so far, from
+// /proc/<pid>/stat (fields 14 and 15, in clock ticks).
+double ProcessCpuMs(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  // The command name (field 2) may hold spaces; fields after it follow ')'.
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string skip;
+  for (int field = 3; field < 14; ++field) fields >> skip;
+  double utime = 0, stime = 0;
+  fields >> utime >> stime;
+  return (utime + stime) * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 Summary Summarise(const std::vector<double>& latencies_ms, double wall_ms) {
   return {Percentile(latencies_ms, 0.5), Percentile(latencies_ms, 0.99),
           wall_ms > 0 ? 1000.0 * static_cast<double>(latencies_ms.size()) / wall_ms : 0};
@@ -167,6 +192,20 @@ double RunConcurrently(int count, int concurrency, const std::function<void(int)
   return wall;
 }
 
+// Time the live threads of `pid` have spent runnable but waiting for a core
+// (/proc/<pid>/task/*/schedstat, second field, ns).
+double RunQueueWaitMs(pid_t pid) {
+  double total_ns = 0;
+  std::error_code error;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", error)) {
+    std::ifstream in(task.path() / "schedstat");
+    double running = 0, waiting = 0;
+    if (in >> running >> waiting) total_ns += waiting;
+  }
+  return total_ns / 1e6;
+}
+
 // --- daemon phase ---------------------------------------------------------------
 
 struct DaemonRound {
@@ -174,6 +213,12 @@ struct DaemonRound {
   Summary unpublish;
   double server_p50 = 0;  // the daemon's own duration_ms for NodePublishVolume
   double server_p99 = 0;
+  // CPU per publish while publishing: certmountd's, and this process's (the
+  // gRPC client; nothing else runs in it during the phase).
+  double daemon_cpu_ms = 0;
+  double client_cpu_ms = 0;
+  // Per publish, how long certmountd's threads were runnable but had no core.
+  double daemon_wait_ms = 0;
 };
 
 // The daemon's logged duration_ms of each successful NodePublishVolume whose
@@ -204,6 +249,10 @@ DaemonRound RunDaemonRound(Daemon& daemon, const Options& options, int round) {
   }
 
   std::vector<double> publish_ms(n), unpublish_ms(n);
+  const double daemon_cpu_before = ProcessCpuMs(daemon.pid());
+  const double client_cpu_before = SelfCpuMs();
+  const double daemon_wait_before = RunQueueWaitMs(daemon.pid());
+
   const double publish_wall = RunConcurrently(n, options.concurrency, [&](int i) {
     csi::v1::NodePublishVolumeResponse response;
     auto context = testing::CallContext();
@@ -212,6 +261,9 @@ DaemonRound RunDaemonRound(Daemon& daemon, const Options& options, int round) {
     publish_ms[i] = Ms(Clock::now() - started);
     if (!status.ok()) Fail("NodePublishVolume " + ids[i] + ": " + status.error_message());
   });
+  const double daemon_cpu = ProcessCpuMs(daemon.pid()) - daemon_cpu_before;
+  const double client_cpu = SelfCpuMs() - client_cpu_before;
+  const double daemon_wait = RunQueueWaitMs(daemon.pid()) - daemon_wait_before;
   const double unpublish_wall = RunConcurrently(n, options.concurrency, [&](int i) {
     csi::v1::NodeUnpublishVolumeRequest request;
     request.set_volume_id(ids[i]);
@@ -226,6 +278,9 @@ DaemonRound RunDaemonRound(Daemon& daemon, const Options& options, int round) {
 
   DaemonRound result;
   result.publish = Summarise(publish_ms, publish_wall);
+  result.daemon_cpu_ms = daemon_cpu / n;
+  result.client_cpu_ms = client_cpu / n;
+  result.daemon_wait_ms = daemon_wait / n;
   result.unpublish = Summarise(unpublish_ms, unpublish_wall);
   std::vector<double> server =
       ServerDurations(daemon.log(), "csi-daemon-r" + std::to_string(round) + "-");
@@ -245,6 +300,7 @@ constexpr const char* kFloorStepNames[kFloorSteps] = {
 struct FloorRound {
   Summary total;
   double step_p50[kFloorSteps] = {};
+  double cpu_ms = 0;  // CPU per volume, all of it in this process
 };
 
 // What the floor keeps between rounds: a CA, a database and a tmpfs, all in
@@ -289,6 +345,7 @@ FloorRound RunFloorRound(FloorWorld& world, int volumes, int concurrency, int ro
   std::vector<double> total(n);
   std::vector<std::vector<double>> steps(kFloorSteps, std::vector<double>(n));
   const auto deadline = Clock::now() + std::chrono::hours(1);
+  const double cpu_before = SelfCpuMs();
   const double wall = RunConcurrently(n, concurrency, [&](int i) {
     const PodInfo pod = PodInfoFromContext(contexts[i]);
     VolumeRecord record;
@@ -339,6 +396,7 @@ FloorRound RunFloorRound(FloorWorld& world, int volumes, int concurrency, int ro
     total[i] = Ms(marks[kFloorSteps] - marks[0]);
     for (int s = 0; s < kFloorSteps; ++s) steps[s][i] = Ms(marks[s + 1] - marks[s]);
   });
+  const double cpu = SelfCpuMs() - cpu_before;
   // Untimed: the floor keeps every volume mounted until the round ends, like
   // the daemon phase, so both see a mount table of the same size.
   for (int i = 0; i < n; ++i) {
@@ -351,6 +409,7 @@ FloorRound RunFloorRound(FloorWorld& world, int volumes, int concurrency, int ro
 
   FloorRound result;
   result.total = Summarise(total, wall);
+  result.cpu_ms = cpu / n;
   for (int s = 0; s < kFloorSteps; ++s) result.step_p50[s] = Median(steps[s]);
   return result;
 }
@@ -459,7 +518,9 @@ void PrintRound(int round, const DaemonRound& d, const FloorRound& f, const Floo
       d.unpublish.p50, d.unpublish.p99, d.unpublish.per_second, f.total.p50, f.total.p99,
       f.total.per_second);
   if (f1 != nullptr) std::printf(" | sequential floor p50 %.2f", f1->total.p50);
-  std::printf("\n");
+  std::printf(
+      " | cpu/volume: daemon %.2f + client %.2f ms, floor %.2f ms | daemon runqueue wait %.2f\n",
+      d.daemon_cpu_ms, d.client_cpu_ms, f.cpu_ms, d.daemon_wait_ms);
   std::fflush(stdout);
 }
 
@@ -487,7 +548,7 @@ int Run(const Options& options, const std::string& command_line) {
 
   std::vector<double> publish_p50, publish_p99, publish_rate, server_p50, server_p99;
   std::vector<double> unpublish_p50, unpublish_p99, unpublish_rate, floor_p50, floor_p99,
-      floor_rate, sequential_floor_p50;
+      floor_rate, sequential_floor_p50, daemon_cpu, client_cpu, floor_cpu, daemon_wait;
   std::vector<std::vector<double>> floor_steps(kFloorSteps);
   std::vector<double> inproc1_p50, inprocc_p50, inprocc_rate;
   std::vector<std::vector<double>> inproc1_segments(kPublishSteps + 1),
@@ -510,6 +571,10 @@ int Run(const Options& options, const std::string& command_line) {
     PrintRound(round, d, f, f1.has_value() ? &*f1 : nullptr);
     if (f1.has_value()) sequential_floor_p50.push_back(f1->total.p50);
     floor_rate.push_back(f.total.per_second);
+    daemon_cpu.push_back(d.daemon_cpu_ms);
+    client_cpu.push_back(d.client_cpu_ms);
+    floor_cpu.push_back(f.cpu_ms);
+    daemon_wait.push_back(d.daemon_wait_ms);
     publish_p50.push_back(d.publish.p50);
     publish_p99.push_back(d.publish.p99);
     publish_rate.push_back(d.publish.per_second);
@@ -564,6 +629,12 @@ int Run(const Options& options, const std::string& command_line) {
                   MedianOf(inproc1_segments[s]), MedianOf(inprocc_segments[s]));
     }
   }
+  // On a machine with fewer cores than volumes in flight, p50 follows the CPU
+  // each volume costs, so this says where the gap comes from.
+  std::printf("cpu per volume: daemon %.2f ms + benchmark's gRPC client %.2f ms; floor %.2f ms\n",
+              MedianOf(daemon_cpu), MedianOf(client_cpu), MedianOf(floor_cpu));
+  std::printf("certmountd's threads waiting for a core, per publish: %.2f ms\n",
+              MedianOf(daemon_wait));
   // The goal's ratio: publish and floor at the same concurrency.
   std::printf("ratio publish_p50/floor_p50 (both c=%d) = %.2f\n", options.concurrency,
               MedianOf(publish_p50) / MedianOf(floor_p50));

@@ -10,6 +10,7 @@
 #include "state/migrations.h"
 #include "state/private_file.h"
 #include "state/sqlite_error.h"
+#include "state/statement_cache.h"
 #include "state/volume_rows.h"
 
 namespace certmount {
@@ -39,7 +40,7 @@ Status ValidateCertificate(const std::string& volume_id, const IssuedCertificate
 // Inserts the row unless the id has one; then returns that row's state and
 // writes nothing. Expects an open transaction, so the check and the insert
 // agree.
-Result<std::optional<RegisteredVolume>> InsertVolume(SQLite::Database& db,
+Result<std::optional<RegisteredVolume>> InsertVolume(StatementCache& sql,
                                                      const VolumeRecord& volume, int64_t now) {
   if (volume.volume_id.empty()) return Status::InvalidArgument("volume id is empty");
   if (volume.target_path.empty()) {
@@ -52,39 +53,41 @@ Result<std::optional<RegisteredVolume>> InsertVolume(SQLite::Database& db,
   }
   CERTMOUNT_ASSIGN_OR_RETURN(std::string attributes_json, AttributesToJson(volume.attributes));
 
-  SQLite::Statement existing(db, "SELECT target_path, mounted FROM volumes WHERE volume_id = ?");
-  existing.bind(1, volume.volume_id);
-  if (existing.executeStep()) {
-    return std::optional<RegisteredVolume>(
-        RegisteredVolume{existing.getColumn(0).getString(), existing.getColumn(1).getInt() != 0});
+  {
+    CachedStatement existing =
+        sql.Get("SELECT target_path, mounted FROM volumes WHERE volume_id = ?");
+    existing->bind(1, volume.volume_id);
+    if (existing->executeStep()) {
+      return std::optional<RegisteredVolume>(RegisteredVolume{
+          existing->getColumn(0).getString(), existing->getColumn(1).getInt() != 0});
+    }
   }
 
-  SQLite::Statement insert(
-      db,
+  CachedStatement insert = sql.Get(
       "INSERT INTO volumes (volume_id, target_path, pod_namespace, pod_name, "
       "pod_uid, service_account, attributes, issuer, mounted, created_at, "
       "updated_at, file_group, request_name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)");
-  insert.bind(1, volume.volume_id);
-  insert.bind(2, volume.target_path);
-  insert.bind(3, volume.pod_namespace);
-  insert.bind(4, volume.pod_name);
-  insert.bind(5, volume.pod_uid);
-  insert.bind(6, volume.service_account);
-  insert.bind(7, attributes_json);
-  insert.bind(8, volume.issuer);
-  insert.bind(9, now);
-  insert.bind(10, now);
+  insert->bind(1, volume.volume_id);
+  insert->bind(2, volume.target_path);
+  insert->bind(3, volume.pod_namespace);
+  insert->bind(4, volume.pod_name);
+  insert->bind(5, volume.pod_uid);
+  insert->bind(6, volume.service_account);
+  insert->bind(7, attributes_json);
+  insert->bind(8, volume.issuer);
+  insert->bind(9, now);
+  insert->bind(10, now);
   if (volume.file_group.has_value()) {
-    insert.bind(11, static_cast<int64_t>(*volume.file_group));
+    insert->bind(11, static_cast<int64_t>(*volume.file_group));
   } else {
-    insert.bind(11);
+    insert->bind(11);
   }
   if (volume.request_name.empty()) {
-    insert.bind(12);
+    insert->bind(12);
   } else {
-    insert.bind(12, volume.request_name);
+    insert->bind(12, volume.request_name);
   }
-  insert.exec();
+  insert->exec();
   return std::optional<RegisteredVolume>();
 }
 
@@ -93,53 +96,53 @@ Status AlreadyRegistered(const std::string& volume_id, const RegisteredVolume& e
                                existing.target_path);
 }
 
-Status UpdateMounted(SQLite::Database& db, const std::string& volume_id,
+Status UpdateMounted(StatementCache& sql, const std::string& volume_id,
                      const IssuedCertificateFields& cert, int64_t now) {
   CERTMOUNT_RETURN_IF_ERROR(ValidateCertificate(volume_id, cert));
-  SQLite::Statement update(db,
-                           "UPDATE volumes SET mounted = 1, mounted_at = ?, serial = ?, "
-                           "not_before = ?, not_after = ?, next_issuance_at = ?, "
-                           "renewal_attempts = 0, last_error = NULL, updated_at = ? "
-                           "WHERE volume_id = ?");
-  update.bind(1, now);
-  update.bind(2, cert.serial);
-  update.bind(3, cert.not_before);
-  update.bind(4, cert.not_after);
-  update.bind(5, cert.next_issuance_at);
-  update.bind(6, now);
-  update.bind(7, volume_id);
-  if (update.exec() == 0) return Status::NotFound("no volume " + volume_id + " to mark mounted");
+  CachedStatement update = sql.Get(
+      "UPDATE volumes SET mounted = 1, mounted_at = ?, serial = ?, "
+      "not_before = ?, not_after = ?, next_issuance_at = ?, "
+      "renewal_attempts = 0, last_error = NULL, updated_at = ? "
+      "WHERE volume_id = ?");
+  update->bind(1, now);
+  update->bind(2, cert.serial);
+  update->bind(3, cert.not_before);
+  update->bind(4, cert.not_after);
+  update->bind(5, cert.next_issuance_at);
+  update->bind(6, now);
+  update->bind(7, volume_id);
+  if (update->exec() == 0) return Status::NotFound("no volume " + volume_id + " to mark mounted");
   return Status::Ok();
 }
 
-Status UpdateRenewed(SQLite::Database& db, const std::string& volume_id,
+Status UpdateRenewed(StatementCache& sql, const std::string& volume_id,
                      const IssuedCertificateFields& cert, int64_t now) {
   CERTMOUNT_RETURN_IF_ERROR(ValidateCertificate(volume_id, cert));
-  SQLite::Statement update(db,
-                           "UPDATE volumes SET serial = ?, not_before = ?, not_after = ?, "
-                           "next_issuance_at = ?, renewal_attempts = 0, last_error = NULL, "
-                           "updated_at = ? WHERE volume_id = ? AND mounted = 1");
-  update.bind(1, cert.serial);
-  update.bind(2, cert.not_before);
-  update.bind(3, cert.not_after);
-  update.bind(4, cert.next_issuance_at);
-  update.bind(5, now);
-  update.bind(6, volume_id);
-  if (update.exec() == 0) return Status::NotFound("no mounted volume " + volume_id);
+  CachedStatement update = sql.Get(
+      "UPDATE volumes SET serial = ?, not_before = ?, not_after = ?, "
+      "next_issuance_at = ?, renewal_attempts = 0, last_error = NULL, "
+      "updated_at = ? WHERE volume_id = ? AND mounted = 1");
+  update->bind(1, cert.serial);
+  update->bind(2, cert.not_before);
+  update->bind(3, cert.not_after);
+  update->bind(4, cert.next_issuance_at);
+  update->bind(5, now);
+  update->bind(6, volume_id);
+  if (update->exec() == 0) return Status::NotFound("no mounted volume " + volume_id);
   return Status::Ok();
 }
 
-Status UpdateFailed(SQLite::Database& db, const std::string& volume_id, int64_t attempts,
+Status UpdateFailed(StatementCache& sql, const std::string& volume_id, int64_t attempts,
                     int64_t next_attempt_at, const std::string& error, int64_t now) {
-  SQLite::Statement update(db,
-                           "UPDATE volumes SET renewal_attempts = ?, next_issuance_at = ?, "
-                           "last_error = ?, updated_at = ? WHERE volume_id = ? AND mounted = 1");
-  update.bind(1, attempts);
-  update.bind(2, next_attempt_at);
-  BindOptional(update, 3, error);
-  update.bind(4, now);
-  update.bind(5, volume_id);
-  if (update.exec() == 0) return Status::NotFound("no mounted volume " + volume_id);
+  CachedStatement update = sql.Get(
+      "UPDATE volumes SET renewal_attempts = ?, next_issuance_at = ?, "
+      "last_error = ?, updated_at = ? WHERE volume_id = ? AND mounted = 1");
+  update->bind(1, attempts);
+  update->bind(2, next_attempt_at);
+  BindOptional(*update, 3, error);
+  update->bind(4, now);
+  update->bind(5, volume_id);
+  if (update->exec() == 0) return Status::NotFound("no mounted volume " + volume_id);
   return Status::Ok();
 }
 
@@ -150,42 +153,42 @@ const char* KindName(IssuanceKind kind) {
 // Appends one history row (a success when `cert` is given, else a failure
 // with `error`) and prunes the volume's history to the newest `limit` rows.
 // Expects an open transaction in which the volume row was just updated.
-void AppendHistory(SQLite::Database& db, const std::string& volume_id, IssuanceKind kind,
+void AppendHistory(StatementCache& sql, const std::string& volume_id, IssuanceKind kind,
                    const IssuedCertificateFields* cert, const std::string& error,
                    const IssuanceAttempt& attempt, int limit, int64_t now) {
-  SQLite::Statement insert(db,
-                           "INSERT INTO issuances (volume_id, kind, result, serial, not_before, "
-                           "not_after, issued_at, issuer, duration_ms, error) "
-                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  insert.bind(1, volume_id);
-  insert.bind(2, KindName(kind));
-  insert.bind(3, cert != nullptr ? "ok" : "error");
+  CachedStatement insert = sql.Get(
+      "INSERT INTO issuances (volume_id, kind, result, serial, not_before, "
+      "not_after, issued_at, issuer, duration_ms, error) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  insert->bind(1, volume_id);
+  insert->bind(2, KindName(kind));
+  insert->bind(3, cert != nullptr ? "ok" : "error");
   if (cert != nullptr) {
-    insert.bind(4, cert->serial);
-    insert.bind(5, cert->not_before);
-    insert.bind(6, cert->not_after);
-    insert.bind(10);
+    insert->bind(4, cert->serial);
+    insert->bind(5, cert->not_before);
+    insert->bind(6, cert->not_after);
+    insert->bind(10);
   } else {
-    insert.bind(4);
-    insert.bind(5);
-    insert.bind(6);
-    insert.bind(10, error);
+    insert->bind(4);
+    insert->bind(5);
+    insert->bind(6);
+    insert->bind(10, error);
   }
-  insert.bind(7, now);
-  insert.bind(8, attempt.issuer);
-  insert.bind(9, std::max<int64_t>(0, attempt.duration_ms));
-  insert.exec();
+  insert->bind(7, now);
+  insert->bind(8, attempt.issuer);
+  insert->bind(9, std::max<int64_t>(0, attempt.duration_ms));
+  insert->exec();
 
   // Everything at or below the (limit+1)-th newest id goes. With fewer rows
   // than that, as on every first publish, the subquery is NULL and the
   // delete touches nothing: two short walks of issuances_by_volume.
-  SQLite::Statement prune(db,
-                          "DELETE FROM issuances WHERE volume_id = ?1 AND id <= "
-                          "(SELECT id FROM issuances WHERE volume_id = ?1 "
-                          "ORDER BY id DESC LIMIT 1 OFFSET ?2)");
-  prune.bind(1, volume_id);
-  prune.bind(2, std::max(1, limit));
-  prune.exec();
+  CachedStatement prune = sql.Get(
+      "DELETE FROM issuances WHERE volume_id = ?1 AND id <= "
+      "(SELECT id FROM issuances WHERE volume_id = ?1 "
+      "ORDER BY id DESC LIMIT 1 OFFSET ?2)");
+  prune->bind(1, volume_id);
+  prune->bind(2, std::max(1, limit));
+  prune->exec();
 }
 
 Status ApplyConnectionSettings(SQLite::Database& db) {
@@ -213,7 +216,8 @@ Store::Store(std::unique_ptr<SQLite::Database> db, std::string db_path, const Cl
     : db_(std::move(db)),
       db_path_(std::move(db_path)),
       clock_(clock),
-      schema_version_(schema_version) {}
+      schema_version_(schema_version),
+      statements_(std::make_unique<StatementCache>(*db_)) {}
 
 Store::~Store() = default;
 
@@ -245,12 +249,12 @@ Result<std::optional<RegisteredVolume>> Store::TryRegisterVolume(const VolumeRec
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "registering volume " + volume.volume_id,
                  [&]() -> Result<std::optional<RegisteredVolume>> {
-                   SQLite::Transaction transaction(*db_, SQLite::TransactionBehavior::IMMEDIATE);
+                   CachedTransaction transaction(*statements_);
                    CERTMOUNT_ASSIGN_OR_RETURN(std::optional<RegisteredVolume> existing,
-                                              InsertVolume(*db_, volume, clock_.NowUnix()));
+                                              InsertVolume(*statements_, volume, clock_.NowUnix()));
                    // Nothing was written when the id exists; committing an
                    // empty transaction costs the same as rolling it back.
-                   transaction.commit();
+                   transaction.Commit();
                    return existing;
                  });
 }
@@ -258,20 +262,21 @@ Result<std::optional<RegisteredVolume>> Store::TryRegisterVolume(const VolumeRec
 Status Store::MarkMounted(const std::string& volume_id, const IssuedCertificateFields& cert) {
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "marking volume " + volume_id + " mounted",
-                 [&]() { return UpdateMounted(*db_, volume_id, cert, clock_.NowUnix()); });
+                 [&]() { return UpdateMounted(*statements_, volume_id, cert, clock_.NowUnix()); });
 }
 
 Status Store::RecordRenewal(const std::string& volume_id, const IssuedCertificateFields& cert) {
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "recording renewal of volume " + volume_id,
-                 [&]() { return UpdateRenewed(*db_, volume_id, cert, clock_.NowUnix()); });
+                 [&]() { return UpdateRenewed(*statements_, volume_id, cert, clock_.NowUnix()); });
 }
 
 Status Store::RecordRenewalFailure(const std::string& volume_id, int64_t attempts,
                                    int64_t next_attempt_at, const std::string& error) {
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "recording failed renewal of volume " + volume_id, [&]() {
-    return UpdateFailed(*db_, volume_id, attempts, next_attempt_at, error, clock_.NowUnix());
+    return UpdateFailed(*statements_, volume_id, attempts, next_attempt_at, error,
+                        clock_.NowUnix());
   });
 }
 
@@ -281,10 +286,11 @@ Status Store::MarkMountedWithHistory(const std::string& volume_id,
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "marking volume " + volume_id + " mounted", [&]() -> Status {
     const int64_t now = clock_.NowUnix();
-    SQLite::Transaction transaction(*db_, SQLite::TransactionBehavior::IMMEDIATE);
-    CERTMOUNT_RETURN_IF_ERROR(UpdateMounted(*db_, volume_id, cert, now));
-    AppendHistory(*db_, volume_id, IssuanceKind::kPublish, &cert, "", attempt, history_limit, now);
-    transaction.commit();
+    CachedTransaction transaction(*statements_);
+    CERTMOUNT_RETURN_IF_ERROR(UpdateMounted(*statements_, volume_id, cert, now));
+    AppendHistory(*statements_, volume_id, IssuanceKind::kPublish, &cert, "", attempt,
+                  history_limit, now);
+    transaction.Commit();
     return Status::Ok();
   });
 }
@@ -295,10 +301,11 @@ Status Store::RecordRenewalWithHistory(const std::string& volume_id,
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "recording renewal of volume " + volume_id, [&]() -> Status {
     const int64_t now = clock_.NowUnix();
-    SQLite::Transaction transaction(*db_, SQLite::TransactionBehavior::IMMEDIATE);
-    CERTMOUNT_RETURN_IF_ERROR(UpdateRenewed(*db_, volume_id, cert, now));
-    AppendHistory(*db_, volume_id, IssuanceKind::kRenewal, &cert, "", attempt, history_limit, now);
-    transaction.commit();
+    CachedTransaction transaction(*statements_);
+    CERTMOUNT_RETURN_IF_ERROR(UpdateRenewed(*statements_, volume_id, cert, now));
+    AppendHistory(*statements_, volume_id, IssuanceKind::kRenewal, &cert, "", attempt,
+                  history_limit, now);
+    transaction.Commit();
     return Status::Ok();
   });
 }
@@ -312,11 +319,12 @@ Status Store::RecordRenewalFailureWithHistory(const std::string& volume_id, int6
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "recording failed renewal of volume " + volume_id, [&]() -> Status {
     const int64_t now = clock_.NowUnix();
-    SQLite::Transaction transaction(*db_, SQLite::TransactionBehavior::IMMEDIATE);
-    CERTMOUNT_RETURN_IF_ERROR(UpdateFailed(*db_, volume_id, attempts, next_attempt_at, error, now));
-    AppendHistory(*db_, volume_id, IssuanceKind::kRenewal, nullptr, error, attempt, history_limit,
-                  now);
-    transaction.commit();
+    CachedTransaction transaction(*statements_);
+    CERTMOUNT_RETURN_IF_ERROR(
+        UpdateFailed(*statements_, volume_id, attempts, next_attempt_at, error, now));
+    AppendHistory(*statements_, volume_id, IssuanceKind::kRenewal, nullptr, error, attempt,
+                  history_limit, now);
+    transaction.Commit();
     return Status::Ok();
   });
 }
@@ -325,11 +333,11 @@ Result<std::vector<IssuanceRecord>> Store::ListIssuances(const std::string& volu
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "listing issuances of volume " + volume_id,
                  [&]() -> Result<std::vector<IssuanceRecord>> {
-                   SQLite::Statement query(*db_, std::string(kIssuanceSelectColumns) +
-                                                     "WHERE volume_id = ? ORDER BY id DESC");
-                   query.bind(1, volume_id);
+                   CachedStatement query = statements_->Get(std::string(kIssuanceSelectColumns) +
+                                                            "WHERE volume_id = ? ORDER BY id DESC");
+                   query->bind(1, volume_id);
                    std::vector<IssuanceRecord> records;
-                   while (query.executeStep()) records.push_back(IssuanceFromRow(query));
+                   while (query->executeStep()) records.push_back(IssuanceFromRow(*query));
                    return records;
                  });
 }
@@ -341,18 +349,18 @@ Status Store::BeginIssuance(const std::string& volume_id, int64_t issuance_numbe
   }
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "recording issuance number of volume " + volume_id, [&]() -> Status {
-    SQLite::Statement update(*db_,
-                             "UPDATE volumes SET issuance_number = ?, request_name = ?, "
-                             "updated_at = ? WHERE volume_id = ? AND mounted = 1");
-    update.bind(1, issuance_number);
+    CachedStatement update = statements_->Get(
+        "UPDATE volumes SET issuance_number = ?, request_name = ?, "
+        "updated_at = ? WHERE volume_id = ? AND mounted = 1");
+    update->bind(1, issuance_number);
     if (request_name.empty()) {
-      update.bind(2);
+      update->bind(2);
     } else {
-      update.bind(2, request_name);
+      update->bind(2, request_name);
     }
-    update.bind(3, clock_.NowUnix());
-    update.bind(4, volume_id);
-    if (update.exec() == 0) return Status::NotFound("no mounted volume " + volume_id);
+    update->bind(3, clock_.NowUnix());
+    update->bind(4, volume_id);
+    if (update->exec() == 0) return Status::NotFound("no mounted volume " + volume_id);
     return Status::Ok();
   });
 }
@@ -360,38 +368,41 @@ Status Store::BeginIssuance(const std::string& volume_id, int64_t issuance_numbe
 Result<bool> Store::DeleteVolume(const std::string& volume_id) {
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "deleting volume " + volume_id, [&]() -> Result<bool> {
-    SQLite::Statement remove(*db_, "DELETE FROM volumes WHERE volume_id = ?");
-    remove.bind(1, volume_id);
-    return remove.exec() > 0;
+    CachedStatement remove = statements_->Get("DELETE FROM volumes WHERE volume_id = ?");
+    remove->bind(1, volume_id);
+    return remove->exec() > 0;
   });
 }
 
 Result<std::optional<VolumeRecord>> Store::GetVolume(const std::string& volume_id) {
   std::lock_guard lock(mutex_);
-  return Guarded(
-      db_path_, "reading volume " + volume_id, [&]() -> Result<std::optional<VolumeRecord>> {
-        SQLite::Statement query(*db_, std::string(kVolumeSelectColumns) + "WHERE volume_id = ?");
-        query.bind(1, volume_id);
-        if (!query.executeStep()) return std::optional<VolumeRecord>();
-        CERTMOUNT_ASSIGN_OR_RETURN(VolumeRecord volume, VolumeFromRow(query));
-        return std::optional<VolumeRecord>(std::move(volume));
-      });
+  return Guarded(db_path_, "reading volume " + volume_id,
+                 [&]() -> Result<std::optional<VolumeRecord>> {
+                   CachedStatement query =
+                       statements_->Get(std::string(kVolumeSelectColumns) + "WHERE volume_id = ?");
+                   query->bind(1, volume_id);
+                   if (!query->executeStep()) return std::optional<VolumeRecord>();
+                   CERTMOUNT_ASSIGN_OR_RETURN(VolumeRecord volume, VolumeFromRow(*query));
+                   return std::optional<VolumeRecord>(std::move(volume));
+                 });
 }
 
 Result<std::vector<VolumeRecord>> Store::ListVolumes() {
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "listing volumes", [&]() {
-    SQLite::Statement query(*db_, std::string(kVolumeSelectColumns) + "ORDER BY volume_id");
-    return CollectVolumes(query);
+    CachedStatement query =
+        statements_->Get(std::string(kVolumeSelectColumns) + "ORDER BY volume_id");
+    return CollectVolumes(*query);
   });
 }
 
 Result<std::vector<VolumeRecord>> Store::ListMountedByNextIssuance() {
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "listing mounted volumes", [&]() {
-    SQLite::Statement query(*db_, std::string(kVolumeSelectColumns) +
-                                      "WHERE mounted = 1 ORDER BY next_issuance_at, volume_id");
-    return CollectVolumes(query);
+    CachedStatement query =
+        statements_->Get(std::string(kVolumeSelectColumns) +
+                         "WHERE mounted = 1 ORDER BY next_issuance_at, volume_id");
+    return CollectVolumes(*query);
   });
 }
 
@@ -399,13 +410,13 @@ Result<std::vector<ScheduledVolume>> Store::ListRenewalSchedule() {
   std::lock_guard lock(mutex_);
   return Guarded(
       db_path_, "listing the renewal schedule", [&]() -> Result<std::vector<ScheduledVolume>> {
-        SQLite::Statement query(*db_,
-                                "SELECT volume_id, next_issuance_at FROM volumes "
-                                "WHERE mounted = 1 ORDER BY next_issuance_at, volume_id");
+        CachedStatement query = statements_->Get(
+            "SELECT volume_id, next_issuance_at FROM volumes "
+            "WHERE mounted = 1 ORDER BY next_issuance_at, volume_id");
         std::vector<ScheduledVolume> volumes;
-        while (query.executeStep()) {
+        while (query->executeStep()) {
           volumes.push_back(
-              ScheduledVolume{query.getColumn(0).getString(), OptionalInt(query.getColumn(1))});
+              ScheduledVolume{query->getColumn(0).getString(), OptionalInt(query->getColumn(1))});
         }
         return volumes;
       });
@@ -455,7 +466,7 @@ Status Store::CheckWritable() {
   return Guarded(db_path_, "checking that the database is writable", [&]() -> Status {
     // Taking the write lock and rolling back writes nothing, yet fails the
     // way a real write would on a read-only or locked database.
-    SQLite::Transaction probe(*db_, SQLite::TransactionBehavior::IMMEDIATE);
+    CachedTransaction probe(*statements_);
     return Status::Ok();
   });
 }
@@ -467,15 +478,15 @@ Status Store::WriteInOneTransactionForTest(const VolumeRecord& volume,
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "test transaction", [&]() -> Status {
     const int64_t now = clock_.NowUnix();
-    SQLite::Transaction transaction(*db_, SQLite::TransactionBehavior::IMMEDIATE);
+    CachedTransaction transaction(*statements_);
     CERTMOUNT_ASSIGN_OR_RETURN(std::optional<RegisteredVolume> existing,
-                               InsertVolume(*db_, volume, now));
+                               InsertVolume(*statements_, volume, now));
     if (existing.has_value()) return AlreadyRegistered(volume.volume_id, *existing);
     if (!mark_mounted_id.empty()) {
-      CERTMOUNT_RETURN_IF_ERROR(UpdateMounted(*db_, mark_mounted_id, cert, now));
+      CERTMOUNT_RETURN_IF_ERROR(UpdateMounted(*statements_, mark_mounted_id, cert, now));
     }
     before_commit();
-    transaction.commit();
+    transaction.Commit();
     return Status::Ok();
   });
 }

@@ -30,6 +30,8 @@ class Database;
 
 namespace certmount {
 
+class StatementCache;
+
 class Store {
  public:
   // Opens (creating with mode 0600 if absent) the database at `db_path`, sets
@@ -164,6 +166,8 @@ class Store {
   const std::string db_path_;
   const Clock& clock_;
   const int schema_version_;
+  // After db_, so its statements are finalized before the connection closes.
+  std::unique_ptr<StatementCache> statements_;
 };
 
 }  // namespace certmount
