@@ -398,8 +398,8 @@ Result<CaMaterial> GenerateSelfSignedCa(const std::string& common_name,
   return material;
 }
 
-LocalCa::LocalCa(std::unique_ptr<X509, X509Free> certificate, PrivateKey key,
-                 std::string certificate_pem, int64_t not_after, const Clock& clock)
+LocalCa::LocalCa(ConstructionKey<LocalCa>, std::unique_ptr<X509, X509Free> certificate,
+                 PrivateKey key, std::string certificate_pem, int64_t not_after, const Clock& clock)
     : certificate_(std::move(certificate)),
       key_(std::move(key)),
       certificate_pem_(std::move(certificate_pem)),
@@ -440,8 +440,8 @@ Result<std::unique_ptr<LocalCa>> LocalCa::Load(const std::string& cert_pem,
   Result<int64_t> not_after = UnixTime(X509_get0_notAfter(cert.get()));
   if (!not_after.ok()) return not_after.status().WithContext(cert_name);
   CERTMOUNT_ASSIGN_OR_RETURN(std::string normalized_pem, CertificatePem(cert.get()));
-  return std::unique_ptr<LocalCa>(
-      new LocalCa(std::move(cert), std::move(*key), std::move(normalized_pem), *not_after, clock));
+  return std::make_unique<LocalCa>(ConstructionKey<LocalCa>(), std::move(cert), std::move(*key),
+                                   std::move(normalized_pem), *not_after, clock);
 }
 
 Result<std::unique_ptr<LocalCa>> LocalCa::FromFiles(const std::string& cert_path,

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "common/construction_key.h"
 #include "common/status.h"
 #include "issue/issuer.h"
 #include "issue/private_key.h"
@@ -90,9 +91,12 @@ class LocalCa final : public Issuer {
                                                const std::string& key_pem,
                                                const std::string& key_name, const Clock& clock);
 
-  LocalCa(std::unique_ptr<X509, X509Free> certificate, PrivateKey key, std::string certificate_pem,
-          int64_t not_after, const Clock& clock);
+ public:
+  // For the factories above only.
+  LocalCa(ConstructionKey<LocalCa>, std::unique_ptr<X509, X509Free> certificate, PrivateKey key,
+          std::string certificate_pem, int64_t not_after, const Clock& clock);
 
+ private:
   const std::unique_ptr<X509, X509Free> certificate_;
   const PrivateKey key_;
   const std::string certificate_pem_;

@@ -156,10 +156,10 @@ Result<std::unique_ptr<Client>> Client::Create(KubeConfig config, ClientOptions 
                                    "\" is not an http(s) URL");
   }
   GlobalInitOnce();
-  return std::unique_ptr<Client>(new Client(std::move(config), options));
+  return std::make_unique<Client>(ConstructionKey<Client>(), std::move(config), options);
 }
 
-Client::Client(KubeConfig config, ClientOptions options)
+Client::Client(ConstructionKey<Client>, KubeConfig config, ClientOptions options)
     : config_(std::move(config)),
       options_(options),
       clock_(options.clock != nullptr ? options.clock : &SystemClock::Instance()),

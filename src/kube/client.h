@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/construction_key.h"
 #include "common/status.h"
 #include "kube/config.h"
 #include "kube/rate_limiter.h"
@@ -63,6 +64,8 @@ class Client {
  public:
   // INVALID_ARGUMENT when the config has no https:// or http:// server.
   static Result<std::unique_ptr<Client>> Create(KubeConfig config, ClientOptions options = {});
+  // For Create only.
+  Client(ConstructionKey<Client>, KubeConfig config, ClientOptions options);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -92,8 +95,6 @@ class Client {
  private:
   struct CurlHandle;
   struct Attempt;
-
-  Client(KubeConfig config, ClientOptions options);
 
   // One HTTP exchange; a transport failure is the Status, otherwise the
   // answer whatever its code.

@@ -60,8 +60,8 @@ bool HasTable(SQLite::Database& db, const std::string& table) {
 
 std::string StateDbPath(const std::string& data_root) { return data_root + "/state.db"; }
 
-StateReader::StateReader(std::unique_ptr<SQLite::Database> db, std::string db_path,
-                         int schema_version, int known_schema_version)
+StateReader::StateReader(ConstructionKey<StateReader>, std::unique_ptr<SQLite::Database> db,
+                         std::string db_path, int schema_version, int known_schema_version)
     : db_(std::move(db)),
       db_path_(std::move(db_path)),
       schema_version_(schema_version),
@@ -100,7 +100,8 @@ Result<std::unique_ptr<StateReader>> StateReader::Open(const std::string& db_pat
           " has no certmount schema yet (version 0): certmountd creates it when it "
           "starts; is it running on this node?");
     }
-    return std::unique_ptr<StateReader>(new StateReader(std::move(db), db_path, version, known));
+    return std::make_unique<StateReader>(ConstructionKey<StateReader>(), std::move(db), db_path,
+                                         version, known);
   });
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/construction_key.h"
 #include "common/status.h"
 #include "state/volume_record.h"
 
@@ -60,10 +61,11 @@ class StateReader {
   // The path given to Open.
   const std::string& db_path() const { return db_path_; }
 
- private:
-  StateReader(std::unique_ptr<SQLite::Database> db, std::string db_path, int schema_version,
-              int known_schema_version);
+  // For Open only.
+  StateReader(ConstructionKey<StateReader>, std::unique_ptr<SQLite::Database> db,
+              std::string db_path, int schema_version, int known_schema_version);
 
+ private:
   std::unique_ptr<SQLite::Database> db_;
   const std::string db_path_;
   const int schema_version_;

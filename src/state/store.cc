@@ -211,8 +211,8 @@ Status ApplyConnectionSettings(SQLite::Database& db) {
 
 }  // namespace
 
-Store::Store(std::unique_ptr<SQLite::Database> db, std::string db_path, const Clock& clock,
-             int schema_version)
+Store::Store(ConstructionKey<Store>, std::unique_ptr<SQLite::Database> db, std::string db_path,
+             const Clock& clock, int schema_version)
     : db_(std::move(db)),
       db_path_(std::move(db_path)),
       clock_(clock),
@@ -235,7 +235,8 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& db_path, const Clo
     CERTMOUNT_RETURN_IF_ERROR(CheckSchemaNotNewer(version, migrations, db_path));
     CERTMOUNT_RETURN_IF_ERROR(ApplyConnectionSettings(*db));
     CERTMOUNT_ASSIGN_OR_RETURN(version, ApplyMigrations(*db, migrations, db_path));
-    return std::unique_ptr<Store>(new Store(std::move(db), db_path, clock, version));
+    return std::make_unique<Store>(ConstructionKey<Store>(), std::move(db), db_path, clock,
+                                   version);
   });
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/construction_key.h"
 #include "common/status.h"
 #include "state/volume_record.h"
 
@@ -157,10 +158,11 @@ class Store {
                                       const IssuedCertificateFields& cert,
                                       const std::function<void()>& before_commit);
 
- private:
-  Store(std::unique_ptr<SQLite::Database> db, std::string db_path, const Clock& clock,
-        int schema_version);
+  // For Open only.
+  Store(ConstructionKey<Store>, std::unique_ptr<SQLite::Database> db, std::string db_path,
+        const Clock& clock, int schema_version);
 
+ private:
   mutable std::mutex mutex_;
   std::unique_ptr<SQLite::Database> db_;
   const std::string db_path_;
