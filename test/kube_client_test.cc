@@ -23,6 +23,7 @@
 #include "kube/base64.h"
 #include "kube/config.h"
 #include "kube/http_status.h"
+#include "kube/rate_limiter.h"
 #include "kube/watcher.h"
 #include "support/fake_kube_api.h"
 #include "support/temp_dir.h"
@@ -315,6 +316,29 @@ TEST(KubeClientTest, ClientSideRateLimit) {
   Result<Response> late = client->Call({"GET", kCollection, "", ""}, clock.SteadyNow() + 100ms, {});
   EXPECT_EQ(late.status().code(), Code::kDeadlineExceeded);
   EXPECT_EQ(api.Count("GET", kCollection), 7);
+}
+
+TEST(RateLimiterTest, AWaiterThatIsCancelledGivesItsTokenBack) {
+  ManualClock clock;
+  ManualSleeper sleeper(&clock);
+  RateLimiter limiter(/*qps=*/1, /*burst=*/1, &clock, &sleeper);
+  ASSERT_TRUE(limiter.Acquire(clock.SteadyNow() + 10s, {}).ok());  // the burst
+  std::stop_source cancelled;
+  cancelled.request_stop();
+  EXPECT_EQ(limiter.Acquire(clock.SteadyNow() + 10s, cancelled.get_token()).code(),
+            Code::kCancelled);
+  ASSERT_EQ(sleeper.waits().size(), 1u);  // it waited a second, then gave up
+  // The second's token is still there for the next caller, taken at once.
+  EXPECT_TRUE(limiter.Acquire(clock.SteadyNow() + 10s, {}).ok());
+  EXPECT_EQ(sleeper.waits().size(), 1u);
+}
+
+TEST(RateLimiterTest, NoQpsMeansNoLimit) {
+  ManualClock clock;
+  ManualSleeper sleeper(&clock);
+  RateLimiter limiter(/*qps=*/0, /*burst=*/1, &clock, &sleeper);
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(limiter.Acquire(clock.SteadyNow(), {}).ok());
+  EXPECT_TRUE(sleeper.waits().empty());
 }
 
 TEST(KubeClientTest, UnreachableServerIsUnavailableQuickly) {

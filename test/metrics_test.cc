@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "common/metrics.h"
-#include "renew/token_bucket.h"
+#include "common/token_bucket.h"
 #include "support/daemon.h"
 #include "support/fake_clock.h"
 #include "support/root.h"

@@ -17,10 +17,10 @@
 #include <sstream>
 #include <thread>
 
+#include "common/token_bucket.h"
 #include "issue/attributes.h"
 #include "issue/local_ca.h"
 #include "renew/backoff.h"
-#include "renew/token_bucket.h"
 #include "support/fake_clock.h"
 #include "support/root.h"
 #include "support/temp_dir.h"
@@ -217,23 +217,6 @@ class RenewalSchedulerTest : public ::testing::Test {
   std::unique_ptr<Store> store_;
   std::unique_ptr<RenewalScheduler> scheduler_;
 };
-
-TEST(TokenBucketTest, AllowsBurstThenRate) {
-  testing::FakeClock clock;
-  TokenBucket bucket(2.0, 3, &clock);
-  int taken = 0;
-  while (bucket.TryTake()) ++taken;
-  EXPECT_EQ(taken, 3);
-  EXPECT_EQ(bucket.NextTokenAt(), clock.SteadyNow() + 500ms);
-  clock.Advance(1s);
-  EXPECT_TRUE(bucket.TryTake());
-  EXPECT_TRUE(bucket.TryTake());
-  EXPECT_FALSE(bucket.TryTake());
-  clock.Advance(100s);  // refills only up to the burst
-  taken = 0;
-  while (bucket.TryTake()) ++taken;
-  EXPECT_EQ(taken, 3);
-}
 
 TEST(BackoffTest, DoublesUpToTheCapWithBoundedJitter) {
   std::mt19937_64 random(7);

@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "common/token_bucket.h"
 #include "kube/sleeper.h"
 
 namespace certmount::kube {
@@ -25,14 +26,11 @@ class RateLimiter {
   Status Acquire(std::chrono::steady_clock::time_point deadline, std::stop_token stop);
 
  private:
-  const double qps_;
-  const double burst_;
-  const Clock* clock_;
+  const bool limited_;
   Sleeper* sleeper_;
   std::mutex mutex_;
-  // May go negative: each waiter reserves its token before sleeping.
-  double tokens_;
-  std::chrono::steady_clock::time_point refilled_at_;
+  // Each waiter reserves its token before sleeping, so the bucket may owe.
+  TokenBucket bucket_;
 };
 
 }  // namespace certmount::kube

@@ -31,7 +31,7 @@
 #include "common/status.h"
 #include "renew/backoff.h"
 #include "renew/renewer.h"
-#include "renew/token_bucket.h"
+#include "common/token_bucket.h"
 #include "state/store.h"
 #include "volume/publisher.h"
 

@@ -1,5 +1,7 @@
-// A token bucket on an injected clock: the global limit on requests toward
-// the issuer, so that renewals never flood it however many fall due at once.
+// A token bucket on an injected clock. The one rate-limit arithmetic of the
+// driver: the renewal scheduler's limit on requests toward the issuer (so
+// renewals never flood it however many fall due at once) and the Kubernetes
+// client's qps/burst both use it.
 #pragma once
 
 #include <chrono>
@@ -9,7 +11,7 @@
 
 namespace certmount {
 
-// Not thread-safe: the scheduler calls it under its own lock.
+// Not thread-safe: its users call it under their own lock.
 class TokenBucket {
  public:
   // Refills `rate` tokens a second (must be > 0) up to `burst` (at least 1,
@@ -20,8 +22,17 @@ class TokenBucket {
   bool TryTake();
 
   // When the next token is available by the clock's SteadyNow(): now, or in
-  // the future when the bucket is empty.
+  // the future when the bucket is empty (or owes reserved tokens).
   std::chrono::steady_clock::time_point NextTokenAt();
+
+  // Takes one token even if none is there yet, so the bucket may owe tokens,
+  // and returns when the taken token is due (NextTokenAt() as it was before
+  // the call). Callers that reserve queue in the order they reserve. Not
+  // counted as a wait.
+  std::chrono::steady_clock::time_point Reserve();
+
+  // Gives back a token taken by Reserve and not used (its waiter gave up).
+  void Unreserve();
 
   // Rate-limit waits, for metrics: a wait begins at a TryTake that finds the
   // bucket empty and ends at the next TryTake that succeeds. How many began,

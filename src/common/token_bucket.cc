@@ -1,4 +1,4 @@
-#include "renew/token_bucket.h"
+#include "common/token_bucket.h"
 
 #include <algorithm>
 
@@ -49,5 +49,13 @@ std::chrono::steady_clock::time_point TokenBucket::NextTokenAt() {
   return refilled_at_ + std::chrono::ceil<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(missing_seconds));
 }
+
+std::chrono::steady_clock::time_point TokenBucket::Reserve() {
+  const auto due = NextTokenAt();
+  tokens_ -= 1.0;
+  return due;
+}
+
+void TokenBucket::Unreserve() { tokens_ = std::min(burst_, tokens_ + 1.0); }
 
 }  // namespace certmount
