@@ -178,6 +178,27 @@ TEST_F(StoreTest, HistoryKeepsTheNewestRowsOfEachVolumeOnly) {
   EXPECT_THAT(serials("b"), ElementsAre("b03", "b02"));
 }
 
+TEST_F(StoreTest, SummariesAgreeWithTheFullRows) {
+  ASSERT_TRUE(store_->RegisterVolume(Volume("b")).ok());
+  ASSERT_TRUE(store_->RegisterVolume(Volume("a")).ok());
+  ASSERT_TRUE(store_->MarkMounted("a", Cert("01", 1'700'050'000)).ok());
+  auto summaries = store_->ListVolumeSummaries();
+  ASSERT_TRUE(summaries.ok()) << summaries.status().ToString();
+  ASSERT_EQ(summaries->size(), 2u);
+  const VolumeSummary& a = (*summaries)[0];
+  EXPECT_EQ(a.volume_id, "a");
+  EXPECT_EQ(a.pod_namespace, "ns");
+  EXPECT_EQ(a.pod_name, "pod-a");
+  EXPECT_TRUE(a.mounted);
+  EXPECT_EQ(a.not_after, 1'700'086'400);
+  EXPECT_EQ(a.next_issuance_at, 1'700'050'000);
+  const VolumeSummary& b = (*summaries)[1];
+  EXPECT_EQ(b.volume_id, "b");
+  EXPECT_FALSE(b.mounted);
+  EXPECT_EQ(b.not_after, std::nullopt);
+  EXPECT_EQ(b.next_issuance_at, std::nullopt);
+}
+
 TEST_F(StoreTest, RegisterRejectsMissingIdOrPath) {
   VolumeRecord no_id = Volume("");
   EXPECT_EQ(store_->RegisterVolume(no_id).code(), Code::kInvalidArgument);

@@ -97,7 +97,7 @@ void StateCollector::Collect() {
   rate_limit_waits_.Set(static_cast<double>(stats.rate_limit_waits));
   rate_limit_wait_seconds_.Set(stats.rate_limit_wait_seconds);
 
-  Result<std::vector<VolumeRecord>> rows = store_->ListVolumes();
+  Result<std::vector<VolumeSummary>> rows = store_->ListVolumeSummaries();
   if (!rows.ok()) {
     collect_errors_.Increment();
     spdlog::warn("metrics: cannot read the node state: {}", rows.status().ToString());
@@ -107,7 +107,7 @@ void StateCollector::Collect() {
   int64_t publishing = 0;
   std::vector<std::pair<metrics::LabelValues, double>> expiration;
   std::vector<std::pair<metrics::LabelValues, double>> renewal;
-  for (const VolumeRecord& row : *rows) {
+  for (const VolumeSummary& row : *rows) {
     if (!row.mounted) {
       ++publishing;
       continue;

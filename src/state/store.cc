@@ -146,6 +146,24 @@ Status UpdateFailed(StatementCache& sql, const std::string& volume_id, int64_t a
   return Status::Ok();
 }
 
+// Every row `query` yields, each made by `from_row`.
+template <typename FromRow>
+auto CollectRows(SQLite::Statement& query, FromRow from_row) {
+  std::vector<decltype(from_row(query))> rows;
+  while (query.executeStep()) rows.push_back(from_row(query));
+  return rows;
+}
+
+VolumeSummary SummaryFromRow(SQLite::Statement& row) {
+  return VolumeSummary{row.getColumn(0).getString(),  row.getColumn(1).getString(),
+                       row.getColumn(2).getString(),  row.getColumn(3).getInt() != 0,
+                       OptionalInt(row.getColumn(4)), OptionalInt(row.getColumn(5))};
+}
+
+ScheduledVolume ScheduledFromRow(SQLite::Statement& row) {
+  return ScheduledVolume{row.getColumn(0).getString(), OptionalInt(row.getColumn(1))};
+}
+
 const char* KindName(IssuanceKind kind) {
   return kind == IssuanceKind::kPublish ? "publish" : "renewal";
 }
@@ -337,9 +355,7 @@ Result<std::vector<IssuanceRecord>> Store::ListIssuances(const std::string& volu
                    CachedStatement query = statements_->Get(std::string(kIssuanceSelectColumns) +
                                                             "WHERE volume_id = ? ORDER BY id DESC");
                    query->bind(1, volume_id);
-                   std::vector<IssuanceRecord> records;
-                   while (query->executeStep()) records.push_back(IssuanceFromRow(*query));
-                   return records;
+                   return CollectRows(*query, IssuanceFromRow);
                  });
 }
 
@@ -397,6 +413,16 @@ Result<std::vector<VolumeRecord>> Store::ListVolumes() {
   });
 }
 
+Result<std::vector<VolumeSummary>> Store::ListVolumeSummaries() {
+  std::lock_guard lock(mutex_);
+  return Guarded(db_path_, "listing volume summaries", [&]() -> Result<std::vector<VolumeSummary>> {
+    CachedStatement query = statements_->Get(
+        "SELECT volume_id, pod_namespace, pod_name, mounted, not_after, next_issuance_at "
+        "FROM volumes ORDER BY volume_id");
+    return CollectRows(*query, SummaryFromRow);
+  });
+}
+
 Result<std::vector<VolumeRecord>> Store::ListMountedByNextIssuance() {
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "listing mounted volumes", [&]() {
@@ -409,18 +435,13 @@ Result<std::vector<VolumeRecord>> Store::ListMountedByNextIssuance() {
 
 Result<std::vector<ScheduledVolume>> Store::ListRenewalSchedule() {
   std::lock_guard lock(mutex_);
-  return Guarded(
-      db_path_, "listing the renewal schedule", [&]() -> Result<std::vector<ScheduledVolume>> {
-        CachedStatement query = statements_->Get(
-            "SELECT volume_id, next_issuance_at FROM volumes "
-            "WHERE mounted = 1 ORDER BY next_issuance_at, volume_id");
-        std::vector<ScheduledVolume> volumes;
-        while (query->executeStep()) {
-          volumes.push_back(
-              ScheduledVolume{query->getColumn(0).getString(), OptionalInt(query->getColumn(1))});
-        }
-        return volumes;
-      });
+  return Guarded(db_path_, "listing the renewal schedule",
+                 [&]() -> Result<std::vector<ScheduledVolume>> {
+                   CachedStatement query = statements_->Get(
+                       "SELECT volume_id, next_issuance_at FROM volumes "
+                       "WHERE mounted = 1 ORDER BY next_issuance_at, volume_id");
+                   return CollectRows(*query, ScheduledFromRow);
+                 });
 }
 
 Result<StartupCleanupResult> Store::StartupCleanup(

@@ -117,6 +117,9 @@ class Store {
   // All rows ordered by volume_id.
   Result<std::vector<VolumeRecord>> ListVolumes();
 
+  // The same rows, in the same order, with only VolumeSummary's columns.
+  Result<std::vector<VolumeSummary>> ListVolumeSummaries();
+
   // Mounted rows ordered by next_issuance_at (then volume_id), for the renewal
   // scheduler.
   Result<std::vector<VolumeRecord>> ListMountedByNextIssuance();

@@ -85,6 +85,17 @@ struct ScheduledVolume {
   std::optional<int64_t> next_issuance_at;
 };
 
+// What /metrics reports of a row: no attributes, so a scrape neither parses
+// every row's JSON nor holds the store's lock long at 100,000 rows.
+struct VolumeSummary {
+  std::string volume_id;
+  std::string pod_namespace;
+  std::string pod_name;
+  bool mounted = false;
+  std::optional<int64_t> not_after;
+  std::optional<int64_t> next_issuance_at;
+};
+
 struct DeletedVolume {
   std::string volume_id;
   std::string target_path;
