@@ -34,6 +34,7 @@
 
 #include "common/clock.h"
 #include "state/store.h"
+#include "support/seed_volumes.h"
 
 namespace {
 
@@ -96,34 +97,11 @@ bool SocketAccepts(const std::string& path) {
 
 bool Seed(const std::string& db_path, const std::string& target, int volumes) {
   auto store = certmount::Store::Open(db_path, certmount::SystemClock::Instance());
-  if (!store.ok()) {
-    std::cerr << store.status().ToString() << "\n";
-    return false;
-  }
-  const int64_t now = certmount::SystemClock::Instance().NowUnix();
-  for (int i = 0; i < volumes; ++i) {
-    certmount::VolumeRecord record;
-    record.volume_id = "csi-bench-" + std::to_string(i);
-    record.target_path = target;
-    record.pod_namespace = "bench";
-    record.pod_name = "pod-" + std::to_string(i);
-    record.pod_uid = "uid-" + std::to_string(i);
-    record.service_account = "default";
-    record.attributes = {{"csi.cert-manager.io/issuer-name", "local"},
-                         {"csi.cert-manager.io/dns-names", record.pod_name + ".bench.svc"},
-                         {"csi.storage.k8s.io/ephemeral", "true"}};
-    record.issuer = "local-ca";
-    // Renewals spread over the next 60 days: none falls in the idle window.
-    certmount::IssuedCertificateFields cert{std::to_string(100000 + i), now, now + 90 * 86400,
-                                            now + 86400 + (i * 60LL * 86400) / volumes};
-    certmount::Status written =
-        (*store)->WriteInOneTransactionForTest(record, record.volume_id, cert, [] {});
-    if (!written.ok()) {
-      std::cerr << written.ToString() << "\n";
-      return false;
-    }
-  }
-  return true;
+  certmount::Status seeded = store.ok()
+                                 ? certmount::testing::SeedMountedVolumes(**store, target, volumes)
+                                 : store.status();
+  if (!seeded.ok()) std::cerr << seeded.ToString() << "\n";
+  return seeded.ok();
 }
 
 struct RunFigures {

@@ -1,0 +1,29 @@
+#include "support/seed_volumes.h"
+
+#include "common/clock.h"
+
+namespace certmount::testing {
+
+Status SeedMountedVolumes(Store& store, const std::string& target, int count) {
+  const int64_t now = SystemClock::Instance().NowUnix();
+  for (int i = 0; i < count; ++i) {
+    VolumeRecord record;
+    record.volume_id = "csi-bench-" + std::to_string(i);
+    record.target_path = target;
+    record.pod_namespace = "bench";
+    record.pod_name = "pod-" + std::to_string(i);
+    record.pod_uid = "uid-" + std::to_string(i);
+    record.service_account = "default";
+    record.attributes = {{"csi.cert-manager.io/issuer-name", "local"},
+                         {"csi.cert-manager.io/dns-names", record.pod_name + ".bench.svc"},
+                         {"csi.storage.k8s.io/ephemeral", "true"}};
+    record.issuer = "local-ca";
+    IssuedCertificateFields cert{std::to_string(100000 + i), now, now + 90 * 86400,
+                                 now + 86400 + (i * 60LL * 86400) / count};
+    CERTMOUNT_RETURN_IF_ERROR(
+        store.WriteInOneTransactionForTest(record, record.volume_id, cert, [] {}));
+  }
+  return Status::Ok();
+}
+
+}  // namespace certmount::testing
