@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <thread>
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
 
 #include "issue/cert_manager_issuer.h"
 #include "kube/base64.h"
@@ -74,6 +74,8 @@ int ClosedPort() {
 
 class CertManagerDaemonTest : public ::testing::Test {
  protected:
+  // KubeletPublishRequest's pod, running.
+  CertManagerDaemonTest() { api_.PutPod("default", "web-0", kPodUid); }
   void SetUp() override { CERTMOUNT_REQUIRE_ROOT(); }
 
   void StartDaemon(const std::string& server, std::vector<std::string> extra = {},
@@ -92,11 +94,30 @@ class CertManagerDaemonTest : public ::testing::Test {
     return parent + "/mount";
   }
 
-  grpc::Status Publish(const std::string& volume_id, const std::string& target) {
+  grpc::Status Publish(const std::string& volume_id, const std::string& target,
+                       const std::string& pod_token = "") {
     csi::v1::NodePublishVolumeRequest request =
         KubeletPublishRequest(volume_id, target, CertManagerAttributes());
+    if (!pod_token.empty()) {
+      (*request.mutable_volume_context())["csi.storage.k8s.io/serviceAccount.tokens"] =
+          R"({"":{"token":")" + pod_token + R"(","expirationTimestamp":"2030-01-01T00:00:00Z"}})";
+    }
     csi::v1::NodePublishVolumeResponse response;
     return daemon_->node().NodePublishVolume(CallContext().get(), request, &response);
+  }
+
+  grpc::Status Unpublish(const std::string& volume_id, const std::string& target) {
+    return UnpublishVolume(*daemon_, volume_id, target);
+  }
+
+  // Publishes in the background until its request exists (the signer is
+  // down), then kills certmountd: the publish never answers.
+  void KillDuringPendingPublish(const std::string& volume_id, const std::string& target,
+                                const std::string& pod_token = "") {
+    std::thread publish([&] { Publish(volume_id, target, pod_token); });
+    EXPECT_TRUE(api_.WaitUntil([&] { return api_.ObjectCount() == 1; })) << daemon_->log();
+    daemon_->Kill();
+    publish.join();
   }
 
   int Rows() {
@@ -211,11 +232,7 @@ TEST_F(CertManagerDaemonTest, UnpublishDeletesTheVolumesRequests) {
   const std::string target = Target("pod-d");
   ASSERT_TRUE(Publish("csi-cm-d", target).ok()) << daemon_->log();
   ASSERT_EQ(api_.ObjectCount(), 1u);
-  csi::v1::NodeUnpublishVolumeRequest request;
-  request.set_volume_id("csi-cm-d");
-  request.set_target_path(target);
-  csi::v1::NodeUnpublishVolumeResponse response;
-  ASSERT_TRUE(daemon_->node().NodeUnpublishVolume(CallContext().get(), request, &response).ok());
+  ASSERT_TRUE(Unpublish("csi-cm-d", target).ok());
   EXPECT_TRUE(api_.WaitUntil([&] { return api_.ObjectCount() == 0; })) << daemon_->log();
 }
 
@@ -287,6 +304,143 @@ TEST_F(CertManagerDaemonTest, UnreachableApiServerDelaysNothingAndPublishFailsRe
   EXPECT_FALSE(IsMountPoint(target));
 }
 
+// kubelet's view of a NodePublishVolume error (isFinalError in
+// pkg/volume/csi/csi_client.go): these leave the mount uncertain, so kubelet
+// calls NodeUnpublishVolume later; any other code ends it without one.
+bool NonFinalForKubelet(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    case grpc::StatusCode::ABORTED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Issue 13, steps 1-4 with the pod terminating before certmountd is back: the
+// restart races kubelet's retries; nothing is created for the terminating
+// pod, and the pending request of the killed publish does not survive.
+TEST_F(CertManagerDaemonTest, PodDeletedWhileTheSignerIsDownLeavesNoRequest) {
+  api_.SetPolicy(SignerPolicy::kPending);  // the signer is down
+  StartDaemon(api_.url(), {"--publish-timeout=2s"});
+  const std::string target = Target("pod-s");
+  KillDuringPendingPublish("csi-cm-s", target);
+  api_.TerminatePod("default", "web-0");
+
+  ASSERT_TRUE(daemon_->Start(args_)) << daemon_->log();
+  // In the same second, kubelet retries the publish, twice.
+  for (int retry = 0; retry < 2; ++retry) {
+    grpc::Status status = Publish("csi-cm-s", target);
+    EXPECT_TRUE(NonFinalForKubelet(status)) << status.error_code() << " " << status.error_message();
+    EXPECT_NE(status.error_message().find("terminating"), std::string::npos)
+        << status.error_message();
+  }
+  EXPECT_EQ(Rows(), 0);
+  EXPECT_TRUE(Unpublish("csi-cm-s", target).ok());
+
+  api_.SetPolicy(SignerPolicy::kApprove);  // the signer is back
+  EXPECT_TRUE(api_.WaitUntil([&] { return api_.ObjectCount() == 0; })) << daemon_->log();
+  EXPECT_EQ(api_.creates_for_gone_pods(), 0);
+  api_.DeletePod("default", "web-0");
+  EXPECT_EQ(api_.RequestsOwnedBy(kPodUid), 0);
+}
+
+// The same sequence with the pod going away during kubelet's retry: the
+// retry creates a request for the running pod, times out after the pod began
+// terminating, and deletes it instead of leaving it "for the next try".
+TEST_F(CertManagerDaemonTest, RetryThatTimesOutAfterThePodBeganTerminatingDeletesItsRequest) {
+  api_.SetPolicy(SignerPolicy::kPending);
+  StartDaemon(api_.url(), {"--publish-timeout=2s"});
+  const std::string target = Target("pod-r");
+  KillDuringPendingPublish("csi-cm-r", target);
+  ASSERT_TRUE(daemon_->Start(args_)) << daemon_->log();
+  // Step 1: the startup cleanup deletes the row, the files and the request.
+  ASSERT_TRUE(api_.WaitUntil([&] { return api_.ObjectCount() == 0; })) << daemon_->log();
+
+  std::thread terminate([&] {
+    // Once the retry's request exists (the old one is deleted by the startup
+    // cleanup, the new one created by the retry).
+    api_.WaitUntil([&] { return api_.Count("POST", "/apis/") == 2 && api_.ObjectCount() == 1; });
+    api_.TerminatePod("default", "web-0");
+  });
+  grpc::Status timed_out = Publish("csi-cm-r", target);
+  terminate.join();
+  EXPECT_EQ(timed_out.error_code(), grpc::StatusCode::ABORTED) << timed_out.error_message();
+  EXPECT_TRUE(NonFinalForKubelet(timed_out));
+  grpc::Status again = Publish("csi-cm-r", target);
+  EXPECT_TRUE(NonFinalForKubelet(again)) << again.error_message();
+  EXPECT_TRUE(Unpublish("csi-cm-r", target).ok());
+
+  api_.SetPolicy(SignerPolicy::kApprove);
+  EXPECT_TRUE(api_.WaitUntil([&] { return api_.ObjectCount() == 0; })) << daemon_->log();
+  EXPECT_EQ(api_.creates_for_gone_pods(), 0);
+  EXPECT_EQ(api_.Count("POST", "/apis/"), 2);
+}
+
+// The token-request variant: the deleted pod's token is refused (401). That
+// is read as "the pod is gone" (after the driver's own read of the pod
+// confirms it), a non-final answer, so kubelet unpublishes.
+TEST_F(CertManagerDaemonTest, RefusedTokenOfADeletedPodIsNotFinalAndLeavesNoRequest) {
+  const std::string pod_token = "bound-token-of-web-0";
+  api_.BindToken(pod_token, "default", "web-0");
+  api_.SetPolicy(SignerPolicy::kPending);
+  StartDaemon(api_.url(), {"--use-token-request", "--publish-timeout=2s"});
+  const std::string target = Target("pod-k");
+  KillDuringPendingPublish("csi-cm-k", target, pod_token);
+  ASSERT_TRUE(daemon_->Start(args_)) << daemon_->log();
+
+  // The pod is deleted between certmountd's check of it and the create.
+  api_.BeforeNext("POST", [&] { api_.DeletePod("default", "web-0"); });
+  grpc::Status refused = Publish("csi-cm-k", target, pod_token);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::ABORTED) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("401"), std::string::npos) << refused.error_message();
+  grpc::Status again = Publish("csi-cm-k", target, pod_token);
+  EXPECT_TRUE(NonFinalForKubelet(again)) << again.error_message();
+  EXPECT_TRUE(Unpublish("csi-cm-k", target).ok());
+
+  EXPECT_TRUE(api_.WaitUntil([&] { return api_.ObjectCount() == 0; })) << daemon_->log();
+  EXPECT_EQ(api_.creates_for_gone_pods(), 0);
+}
+
+// A publish that timed out keeps its request for kubelet's retry (the pod
+// runs) and leaves no row; an unpublish then still finds it by its labels.
+TEST_F(CertManagerDaemonTest, UnpublishWithoutARowDeletesTheVolumesRequest) {
+  api_.SetPolicy(SignerPolicy::kPending);
+  StartDaemon(api_.url(), {"--publish-timeout=1s"});
+  const std::string target = Target("pod-u");
+  EXPECT_EQ(Publish("csi-cm-u", target).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(Rows(), 0);
+  ASSERT_EQ(api_.ObjectCount(), 1u);
+  EXPECT_TRUE(Unpublish("csi-cm-u", target).ok());
+  EXPECT_TRUE(api_.WaitUntil([&] { return api_.ObjectCount() == 0; })) << daemon_->log();
+}
+
+// At startup, requests labelled with this node whose volume has no row are
+// deleted (a deletion lost with a killed process is finished this way);
+// other nodes' requests are left alone.
+TEST_F(CertManagerDaemonTest, StartupDeletesThisNodesRequestsOfVolumesWithoutARow) {
+  auto request = [](const std::string& name, const std::string& node) {
+    return json{{"apiVersion", "cert-manager.io/v1"},
+                {"kind", "CertificateRequest"},
+                {"metadata",
+                 {{"name", name},
+                  {"namespace", "default"},
+                  {"labels",
+                   {{"certmount.io/node", IdLabelValue(node)},
+                    {"certmount.io/volume", IdLabelValue(name)}}}}},
+                {"spec", {{"request", ""}}}};
+  };
+  api_.Put(request("left-behind", "test-node"));
+  api_.Put(request("of-another-node", "node-2"));
+  StartDaemon(api_.url());
+  EXPECT_TRUE(api_.WaitUntil([&] { return !api_.Object("default", "left-behind").has_value(); }))
+      << daemon_->log();
+  EXPECT_TRUE(api_.Object("default", "of-another-node").has_value());
+}
+
 TEST(CertManagerDaemonConfig, MissingKubeconfigIsExitOneWithAClearMessage) {
   TempDir dir;
   ProcessResult r = RunProcess({CERTMOUNTD_PATH, "--node-id=n", "--data-root=" + dir.Sub("data"),
@@ -315,6 +469,7 @@ std::unique_ptr<CertManagerIssuer> InProcessIssuer(const FakeKubeApi& api) {
 TEST(CertManagerRenewal, TimedOutRenewalIsResumedNotDuplicated) {
   TempDir dir;
   FakeKubeApi api;
+  api.PutPod("default", "web-0", kPodUid);
   const std::string data_root = dir.Sub("data");
   const std::string volume_id = "csi-cm-renew";
   Result<std::unique_ptr<Store>> store = Store::Open(dir.Sub("state.db"), SystemClock::Instance());
@@ -384,6 +539,7 @@ TEST(CertManagerRenewal, TimedOutRenewalIsResumedNotDuplicated) {
 TEST(CertManagerRenewal, FinalFailureStartsANewIssuanceNextTime) {
   TempDir dir;
   FakeKubeApi api;
+  api.PutPod("default", "web-0", kPodUid);
   const std::string data_root = dir.Sub("data");
   const std::string volume_id = "csi-cm-denied";
   Result<std::unique_ptr<Store>> store = Store::Open(dir.Sub("state.db"), SystemClock::Instance());

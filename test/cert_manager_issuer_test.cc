@@ -64,10 +64,12 @@ class CertManagerIssuerTest : public ::testing::Test {
     input_.pod = {"app-7d9f", kNs, "9b2c6a1e-pod-uid", "app-sa"};
     input_.csr_pem = MakeCsr(spec_);
     input_.request_name = CertificateRequestName(input_.volume_id, 1);
+    api_.PutPod(kNs, input_.pod.name, input_.pod.uid);
     MakeIssuer(api_.url());
   }
 
-  void MakeIssuer(const std::string& server, int max_requests_per_volume = 1) {
+  void MakeIssuer(const std::string& server, int max_requests_per_volume = 1,
+                  std::chrono::milliseconds retire_backoff = 10ms) {
     issuer_.reset();
     kube::KubeConfig config;
     config.server = server;
@@ -80,6 +82,7 @@ class CertManagerIssuerTest : public ::testing::Test {
     CertManagerIssuerOptions issuer_options;
     issuer_options.node_id = "node-1";
     issuer_options.max_requests_per_volume = max_requests_per_volume;
+    issuer_options.retire_backoff_initial = retire_backoff;
     issuer_ = std::make_unique<CertManagerIssuer>(std::shared_ptr<kube::Client>(std::move(*client)),
                                                   issuer_options);
   }
@@ -356,6 +359,117 @@ TEST_F(CertManagerIssuerTest, RetireNeverWaitsForAnUnreachableServer) {
   // Queued, not run inline: returns at once; the failure is only logged.
   EXPECT_LT(std::chrono::steady_clock::now() - started, 1s);
   issuer_->WaitForRetirements();
+}
+
+TEST_F(CertManagerIssuerTest, NoRequestForAPodThatIsTerminatingGoneOrReplaced) {
+  const std::string& name = input_.pod.name;
+  api_.TerminatePod(kNs, name);
+  Result<IssuedCertificate> terminating = Issue();
+  EXPECT_EQ(terminating.status().code(), Code::kAborted) << terminating.status().ToString();
+  EXPECT_NE(terminating.status().message().find("terminating"), std::string::npos);
+
+  api_.PutPod(kNs, name, "another-uid");  // same name, another pod (a StatefulSet's next one)
+  Result<IssuedCertificate> replaced = Issue();
+  EXPECT_EQ(replaced.status().code(), Code::kAborted) << replaced.status().ToString();
+  EXPECT_NE(replaced.status().message().find("gone"), std::string::npos);
+
+  api_.DeletePod(kNs, name);
+  EXPECT_EQ(Issue().status().code(), Code::kAborted);
+  EXPECT_TRUE(Posts().empty());
+  EXPECT_EQ(api_.creates_for_gone_pods(), 0);
+
+  input_.pod.uid.clear();
+  EXPECT_EQ(Issue().status().code(), Code::kInvalidArgument);
+}
+
+TEST_F(CertManagerIssuerTest, PendingRequestOfAPodThatWentAwayIsDeletedAtTheDeadline) {
+  api_.SetPolicy(SignerPolicy::kPending);
+  std::thread deleter([&] {
+    api_.WaitUntil([&] { return api_.ObjectCount() == 1; });
+    api_.TerminatePod(kNs, input_.pod.name);
+  });
+  Result<IssuedCertificate> issued = Issue(500ms);
+  deleter.join();
+  EXPECT_EQ(issued.status().code(), Code::kAborted) << issued.status().ToString();
+  issuer_->WaitForRetirements();
+  EXPECT_EQ(api_.ObjectCount(), 0u);
+}
+
+TEST_F(CertManagerIssuerTest, RefusedPodTokenMeansGoneOnlyWhenThePodIsGone) {
+  api_.BindToken("bound-pod-token", kNs, input_.pod.name);
+  input_.bearer_token_override = "bound-pod-token";
+  // The pod is deleted between the pod check and the create: its token is
+  // refused, and the driver's own read of the pod says why.
+  api_.BeforeNext("POST", [&] { api_.DeletePod(kNs, input_.pod.name); });
+  Result<IssuedCertificate> gone = Issue();
+  EXPECT_EQ(gone.status().code(), Code::kAborted) << gone.status().ToString();
+  EXPECT_EQ(api_.ObjectCount(), 0u);
+
+  // A token refused while the pod runs is a real permission problem: final.
+  api_.PutPod(kNs, input_.pod.name, input_.pod.uid);
+  input_.bearer_token_override = "never-accepted";
+  EXPECT_EQ(Issue().status().code(), Code::kPermissionDenied);
+  EXPECT_EQ(api_.creates_for_gone_pods(), 0);
+}
+
+TEST_F(CertManagerIssuerTest, RetireWithoutANamespaceFindsTheRequestsByLabel) {
+  ASSERT_TRUE(Issue().ok());
+  IssueInput other = input_;
+  other.volume_id = "csi-other";
+  other.request_name = CertificateRequestName(other.volume_id, 0);
+  ASSERT_TRUE(issuer_->Issue(other, std::chrono::steady_clock::now() + 10s, {}).ok());
+  issuer_->Retire("", input_.volume_id, std::nullopt);
+  issuer_->WaitForRetirements();
+  EXPECT_EQ(api_.ObjectCount(), 1u);
+  EXPECT_TRUE(api_.Object(kNs, other.request_name).has_value());
+  // The namespace was not given: the list was cluster-wide, by labels.
+  int cluster_wide_lists = 0;
+  for (const auto& request : api_.Requests()) {
+    auto selector = request.params.find("labelSelector");
+    if (request.method == "GET" && request.path == "/apis/cert-manager.io/v1/certificaterequests" &&
+        selector != request.params.end() &&
+        selector->second.find("certmount.io/volume=" + IdLabelValue(input_.volume_id)) !=
+            std::string::npos) {
+      ++cluster_wide_lists;
+    }
+  }
+  EXPECT_EQ(cluster_wide_lists, 1);
+}
+
+TEST_F(CertManagerIssuerTest, FailedRetirementIsRetriedUntilTheServerConfirms) {
+  ASSERT_TRUE(Issue().ok());
+  api_.FailNext("DELETE", 3, 403);
+  issuer_->Retire(kNs, input_.volume_id, std::nullopt);
+  EXPECT_TRUE(api_.WaitUntil([&] { return api_.ObjectCount() == 0; }));
+  EXPECT_EQ(api_.Count("DELETE", "/apis/cert-manager.io/v1/namespaces/"), 4);
+}
+
+TEST_F(CertManagerIssuerTest, RetireAllExceptDeletesThisNodesRequestsOfVolumesWithoutARow) {
+  MakeIssuer(api_.url(), 1, /*retire_backoff=*/300ms);
+  IssueInput live = input_;
+  live.volume_id = "csi-live";
+  live.request_name = CertificateRequestName(live.volume_id, 0);
+  ASSERT_TRUE(issuer_->Issue(live, std::chrono::steady_clock::now() + 10s, {}).ok());
+  ASSERT_TRUE(Issue().ok());  // input_.volume_id: no row
+  json foreign = api_.Object(kNs, input_.request_name).value();
+  foreign["metadata"]["name"] = "other-node-request";
+  foreign["metadata"]["labels"]["certmount.io/node"] = IdLabelValue("node-2");
+  api_.Put(foreign);
+
+  // The first try fails; a volume published meanwhile is not touched by the retry.
+  api_.FailNext("GET", 1, 403);
+  issuer_->RetireAllExcept({live.volume_id});
+  issuer_->WaitForRetirements();
+  IssueInput fresh = input_;
+  fresh.volume_id = "csi-fresh";
+  fresh.request_name = CertificateRequestName(fresh.volume_id, 0);
+  ASSERT_TRUE(issuer_->Issue(fresh, std::chrono::steady_clock::now() + 10s, {}).ok());
+  EXPECT_TRUE(api_.WaitUntil([&] { return !api_.Object(kNs, input_.request_name).has_value(); }));
+  issuer_->WaitForRetirements();
+  EXPECT_TRUE(api_.Object(kNs, live.request_name).has_value());
+  EXPECT_TRUE(api_.Object(kNs, fresh.request_name).has_value());
+  EXPECT_TRUE(api_.Object(kNs, "other-node-request").has_value());
+  EXPECT_EQ(api_.ObjectCount(), 3u);
 }
 
 }  // namespace

@@ -3,11 +3,13 @@
 #include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "issue/go_duration.h"
 #include "kube/base64.h"
 #include "kube/http_status.h"
+#include "kube/pod.h"
 
 namespace certmount {
 namespace {
@@ -190,6 +192,52 @@ Result<json> ParseObject(const kube::Response& response, const std::string& what
   return object;
 }
 
+std::string NodeSelector(const std::string& node_label_value) {
+  return std::string(kNodeLabel) + "=" + node_label_value;
+}
+
+// This node's requests matching `selector`, in `namespace_` or (empty) in
+// every namespace.
+Result<json> ListRequests(kube::Client* client, const std::string& namespace_,
+                          const std::string& selector,
+                          std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
+  const std::string collection = namespace_.empty()
+                                     ? std::string(kApiPrefix) + "/certificaterequests"
+                                     : Collection(namespace_);
+  CERTMOUNT_ASSIGN_OR_RETURN(
+      kube::Response listed,
+      client->Call({"GET", collection + "?labelSelector=" + kube::QueryEscape(selector), "", ""},
+                   deadline, stop));
+  CERTMOUNT_ASSIGN_OR_RETURN(json list, ParseObject(listed, "listing CertificateRequests"));
+  auto items = list.find("items");
+  if (items == list.end() || !items->is_array()) return json::array();
+  return *items;
+}
+
+// DELETEs one listed request with the driver's credentials; NOT_FOUND counts
+// as deleted.
+Status DeleteListedRequest(kube::Client* client, const json& object,
+                           std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
+  const std::string namespace_ = MetadataField(object, "namespace");
+  const std::string name = MetadataField(object, "name");
+  if (namespace_.empty() || name.empty()) return Status::Ok();
+  Result<kube::Response> deleted = client->Call(
+      {"DELETE", Collection(namespace_) + "/" + kube::QueryEscape(name), "", ""}, deadline, stop);
+  if (deleted.ok() || deleted.status().code() == Code::kNotFound) {
+    spdlog::info("deleted CertificateRequest {}", KeyOf(namespace_, name));
+    return Status::Ok();
+  }
+  return deleted.status().WithContext("deleting CertificateRequest " + KeyOf(namespace_, name));
+}
+
+std::string VolumeLabelOf(const json& object) {
+  auto metadata = object.find("metadata");
+  if (metadata == object.end() || !metadata->is_object()) return "";
+  auto labels = metadata->find("labels");
+  if (labels == metadata->end() || !labels->is_object()) return "";
+  return labels->value(kVolumeLabel, "");
+}
+
 }  // namespace
 
 std::string IdLabelValue(std::string_view id) { return Sha256Hex(id).substr(0, 32); }
@@ -309,6 +357,22 @@ Result<IssuedCertificate> CertManagerIssuer::Wait(const std::string& key,
   return *waiter->outcome;
 }
 
+Status CertManagerIssuer::RequirePodRunning(const IssueInput& input,
+                                            std::chrono::steady_clock::time_point deadline,
+                                            std::stop_token stop) {
+  const PodInfo& pod = input.pod;
+  Result<kube::PodLiveness> liveness =
+      kube::ReadPodLiveness(client_.get(), {pod.namespace_, pod.name, pod.uid}, deadline, stop);
+  if (!liveness.ok()) return liveness.status();
+  if (*liveness == kube::PodLiveness::kRunning) return Status::Ok();
+  // Whatever this volume had at the signer is of no use now.
+  Retire(pod.namespace_, input.volume_id, std::nullopt);
+  return Status::Aborted("pod " + pod.namespace_ + "/" + pod.name + " (uid " + pod.uid + ") is " +
+                         kube::PodLivenessName(*liveness) +
+                         ": no CertificateRequest is created for it, and its volume's are "
+                         "deleted");
+}
+
 Result<IssuedCertificate> CertManagerIssuer::Issue(const IssueInput& input,
                                                    std::chrono::steady_clock::time_point deadline,
                                                    std::stop_token stop) {
@@ -318,8 +382,28 @@ Result<IssuedCertificate> CertManagerIssuer::Issue(const IssueInput& input,
   }
   if (input.spec->issuer.name.empty()) return Status::InvalidArgument("no issuer name");
   if (input.csr_pem.empty()) return Status::InvalidArgument("no CSR");
+  NoteIssuing(input.volume_id);
+  CERTMOUNT_RETURN_IF_ERROR(RequirePodRunning(input, deadline, stop));
   EnsureWatching();
+  return CheckPodAfterFailure(input, CreateAndWait(input, deadline, stop), stop);
+}
 
+Result<IssuedCertificate> CertManagerIssuer::CheckPodAfterFailure(const IssueInput& input,
+                                                                  Result<IssuedCertificate> result,
+                                                                  std::stop_token stop) {
+  const Code code = result.status().code();
+  const bool token_refused =
+      code == Code::kPermissionDenied && !input.bearer_token_override.empty();
+  if (!token_refused && code != Code::kDeadlineExceeded) return result;
+  // The call's own deadline may have passed: the check gets its own bound.
+  auto deadline = client_->clock().SteadyNow() + options_.delete_timeout;
+  Status pod = RequirePodRunning(input, deadline, stop);
+  if (pod.code() != Code::kAborted) return result;
+  return pod.WithContext(result.status().message());
+}
+
+Result<IssuedCertificate> CertManagerIssuer::CreateAndWait(
+    const IssueInput& input, std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
   const std::string& namespace_ = input.pod.namespace_;
   const std::string collection = Collection(namespace_);
   const std::string csr_b64 = kube::Base64Encode(input.csr_pem);
@@ -383,7 +467,8 @@ Result<IssuedCertificate> CertManagerIssuer::Issue(const IssueInput& input,
     }
     // Same issuance name, other CSR: left by an attempt whose key is gone.
     spdlog::info("replacing CertificateRequest {} (it holds another CSR)", key);
-    Result<kube::Response> deleted = client_->Call({"DELETE", item, "", token}, deadline, stop);
+    // With the driver's own credentials: a pod's Role needs only create and get.
+    Result<kube::Response> deleted = client_->Call({"DELETE", item, "", ""}, deadline, stop);
     if (!deleted.ok() && deleted.status().code() != Code::kNotFound) {
       return deleted.status().WithContext("deleting stale CertificateRequest " + key + ": ");
     }
@@ -394,34 +479,56 @@ Result<IssuedCertificate> CertManagerIssuer::Issue(const IssueInput& input,
 Status CertManagerIssuer::DeleteRequests(const std::string& namespace_,
                                          const std::string& volume_id,
                                          const std::set<std::string>& keep, std::stop_token stop) {
-  const std::string collection = Collection(namespace_);
-  const std::string selector = std::string(kNodeLabel) + "=" + node_label_value_ + "," +
-                               kVolumeLabel + "=" + IdLabelValue(volume_id);
+  const std::string selector =
+      NodeSelector(node_label_value_) + "," + kVolumeLabel + "=" + IdLabelValue(volume_id);
   auto deadline = client_->clock().SteadyNow() + options_.delete_timeout;
-  CERTMOUNT_ASSIGN_OR_RETURN(
-      kube::Response listed,
-      client_->Call({"GET", collection + "?labelSelector=" + kube::QueryEscape(selector), "", ""},
-                    deadline, stop));
-  CERTMOUNT_ASSIGN_OR_RETURN(json list, ParseObject(listed, "listing CertificateRequests"));
+  CERTMOUNT_ASSIGN_OR_RETURN(json items,
+                             ListRequests(client_.get(), namespace_, selector, deadline, stop));
   Status first_failure;
-  auto items = list.find("items");
-  if (items == list.end() || !items->is_array()) return Status::Ok();
-  for (const json& object : *items) {
-    const std::string name = MetadataField(object, "name");
-    if (name.empty() || keep.count(name) != 0) continue;
-    Result<kube::Response> deleted = client_->Call(
-        {"DELETE", collection + "/" + kube::QueryEscape(name), "", ""}, deadline, stop);
-    if (!deleted.ok() && deleted.status().code() != Code::kNotFound && first_failure.ok()) {
-      first_failure = deleted.status().WithContext("deleting CertificateRequest " +
-                                                   KeyOf(namespace_, name) + ": ");
-    }
+  for (const json& object : items) {
+    if (keep.count(MetadataField(object, "name")) != 0) continue;
+    Status deleted = DeleteListedRequest(client_.get(), object, deadline, stop);
+    if (first_failure.ok()) first_failure = deleted;
   }
   return first_failure;
 }
 
+Status CertManagerIssuer::DeleteOrphanRequests(const std::set<std::string>& live_volume_ids,
+                                               std::stop_token stop) {
+  std::set<std::string> live_labels;
+  for (const std::string& id : live_volume_ids) live_labels.insert(IdLabelValue(id));
+  auto deadline = client_->clock().SteadyNow() + options_.delete_timeout;
+  CERTMOUNT_ASSIGN_OR_RETURN(
+      json items, ListRequests(client_.get(), "", NodeSelector(node_label_value_), deadline, stop));
+  Status first_failure;
+  for (const json& object : items) {
+    const std::string label = VolumeLabelOf(object);
+    if (live_labels.count(label) != 0) continue;
+    {
+      std::lock_guard lock(retire_mutex_);
+      if (issued_since_sweep_.count(label) != 0) continue;
+    }
+    Status deleted = DeleteListedRequest(client_.get(), object, deadline, stop);
+    if (first_failure.ok()) first_failure = deleted;
+  }
+  return first_failure;
+}
+
+void CertManagerIssuer::NoteIssuing(const std::string& volume_id) {
+  std::lock_guard lock(retire_mutex_);
+  std::erase_if(retirements_, [&](const Retirement& queued) {
+    return queued.volume_gone && queued.volume_id == volume_id;
+  });
+  if (sweep_pending_) issued_since_sweep_.insert(IdLabelValue(volume_id));
+  retire_changed_.notify_all();
+}
+
 void CertManagerIssuer::Retire(const std::string& namespace_, const std::string& volume_id,
                                std::optional<uint64_t> current_issuance) {
-  Retirement retirement{namespace_, volume_id, {}};
+  Retirement retirement;
+  retirement.namespace_ = namespace_;
+  retirement.volume_id = volume_id;
+  retirement.volume_gone = !current_issuance.has_value();
   if (current_issuance.has_value()) {
     const uint64_t newest = *current_issuance;
     const uint64_t keep = static_cast<uint64_t>(std::max(1, options_.max_requests_per_volume));
@@ -429,7 +536,30 @@ void CertManagerIssuer::Retire(const std::string& namespace_, const std::string&
       retirement.keep.insert(CertificateRequestName(volume_id, newest - i));
     }
   }
+  Enqueue(std::move(retirement));
+}
+
+void CertManagerIssuer::RetireAllExcept(const std::set<std::string>& live_volume_ids) {
+  Retirement sweep;
+  sweep.live_volume_ids = live_volume_ids;
+  Enqueue(std::move(sweep));
+}
+
+void CertManagerIssuer::Enqueue(Retirement retirement) {
   std::lock_guard lock(retire_mutex_);
+  if (retirement.volume_gone) {
+    // One queued "volume gone" per volume is enough; it finds them all.
+    for (Retirement& queued : retirements_) {
+      if (queued.volume_gone && queued.volume_id == retirement.volume_id) {
+        if (queued.namespace_.empty()) queued.namespace_ = retirement.namespace_;
+        return;
+      }
+    }
+  }
+  if (retirement.live_volume_ids.has_value()) {
+    sweep_pending_ = true;
+    issued_since_sweep_.clear();
+  }
   if (!retire_thread_.joinable()) {
     retire_thread_ = std::jthread([this](std::stop_token stop) { RunRetirements(stop); });
   }
@@ -439,24 +569,56 @@ void CertManagerIssuer::Retire(const std::string& namespace_, const std::string&
 
 void CertManagerIssuer::WaitForRetirements() {
   std::unique_lock lock(retire_mutex_);
-  retire_changed_.wait(lock, [&] { return retirements_.empty() && !retiring_; });
+  retire_changed_.wait(lock, [&] {
+    return !retiring_ && std::all_of(retirements_.begin(), retirements_.end(),
+                                     [](const Retirement& queued) { return queued.attempts > 0; });
+  });
+}
+
+Status CertManagerIssuer::RunOne(const Retirement& retirement, std::stop_token stop) {
+  if (retirement.live_volume_ids.has_value()) {
+    return DeleteOrphanRequests(*retirement.live_volume_ids, stop);
+  }
+  return DeleteRequests(retirement.namespace_, retirement.volume_id, retirement.keep, stop);
 }
 
 void CertManagerIssuer::RunRetirements(std::stop_token stop) {
+  const Clock& clock = client_->clock();
   std::unique_lock lock(retire_mutex_);
   while (!stop.stop_requested()) {
     if (!retire_changed_.wait(lock, stop, [&] { return !retirements_.empty(); })) break;
-    Retirement next = std::move(retirements_.front());
-    retirements_.pop_front();
+    const auto now = clock.SteadyNow();
+    auto ready = std::find_if(retirements_.begin(), retirements_.end(),
+                              [&](const Retirement& queued) { return queued.not_before <= now; });
+    if (ready == retirements_.end()) {
+      // Slices, so that a clock moved by hand is noticed too.
+      retire_changed_.wait_for(lock, stop, std::chrono::milliseconds(50), [] { return false; });
+      continue;
+    }
+    Retirement next = std::move(*ready);
+    retirements_.erase(ready);
     retiring_ = true;
     lock.unlock();
-    Status deleted = DeleteRequests(next.namespace_, next.volume_id, next.keep, stop);
-    if (!deleted.ok()) {
-      spdlog::warn("cert-manager: cleaning up requests of volume {}: {}", next.volume_id,
-                   deleted.ToString());
-    }
+    Status done = RunOne(next, stop);
     lock.lock();
     retiring_ = false;
+    if (done.ok()) {
+      if (next.live_volume_ids.has_value()) {
+        sweep_pending_ = false;
+        issued_since_sweep_.clear();
+      }
+    } else if (!stop.stop_requested()) {
+      auto backoff = options_.retire_backoff_initial;
+      for (int i = 0; i < next.attempts && backoff < options_.retire_backoff_max; ++i) backoff *= 2;
+      backoff = std::min(backoff, options_.retire_backoff_max);
+      ++next.attempts;
+      next.not_before = clock.SteadyNow() + backoff;
+      spdlog::warn(
+          "cert-manager: cleaning up requests of {}: {}; retrying in {} ms",
+          next.live_volume_ids.has_value() ? "volumes without a row" : "volume " + next.volume_id,
+          done.ToString(), backoff.count());
+      retirements_.push_back(std::move(next));
+    }
     retire_changed_.notify_all();
   }
 }

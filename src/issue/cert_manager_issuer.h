@@ -1,8 +1,11 @@
 // The cert-manager signer: each issuance is a cert-manager.io/v1
 // CertificateRequest in the pod's namespace, owned by the pod and labelled
-// with hashes of the node and volume ids. One watch per issuer (cluster-wide,
-// filtered by the node label) reports every pending request's outcome; no
-// request is polled. See docs/cert-manager.md.
+// with hashes of the node and volume ids. No request is created unless a GET
+// of the pod shows it running with the volume's pod UID. One watch per issuer
+// (cluster-wide, filtered by the node label) reports every pending request's
+// outcome; no request is polled. Requests of volumes that are gone are
+// deleted in the background, retried until the API server confirms. See
+// docs/cert-manager.md.
 #pragma once
 
 #include <chrono>
@@ -45,8 +48,12 @@ struct CertManagerIssuerOptions {
   std::string node_id;
   // How long one watch connection lasts before it is renewed.
   std::chrono::seconds watch_timeout{300};
-  // Bound on the calls DeleteRequests makes.
+  // Bound on the calls DeleteRequests makes, and on the pod check made
+  // after an Issue's own deadline passed.
   std::chrono::seconds delete_timeout{30};
+  // A failed retirement is tried again after this, doubling up to the max.
+  std::chrono::milliseconds retire_backoff_initial{1000};
+  std::chrono::milliseconds retire_backoff_max{300000};
   // Requests kept per volume after a successful issuance (the newest ones).
   int max_requests_per_volume = 1;
 };
@@ -62,7 +69,12 @@ class CertManagerIssuer final : public Issuer {
 
   std::string Name() const override { return "cert-manager"; }
 
-  // Creates the CertificateRequest input.request_name (or, when empty, one
+  // First reads the pod (input.pod, with the driver's own credentials): one
+  // that is gone, has another UID, is terminating or has finished gets
+  // ABORTED (non-final for kubelet, which then unpublishes), nothing is
+  // created, and the volume's requests are retired. A pod the driver may not
+  // read is PERMISSION_DENIED; no pod name or UID is INVALID_ARGUMENT. Then
+  // creates the CertificateRequest input.request_name (or, when empty, one
   // named by the API server from "certmount-") in input.pod.namespace_ and
   // waits for its outcome. When the name already exists with the same CSR
   // the existing request is resumed (restarts and retries never create a
@@ -73,29 +85,47 @@ class CertManagerIssuer final : public Issuer {
   // Ready=False reason Failed: FAILED_PRECONDITION; InvalidRequest:
   // INVALID_ARGUMENT; deleted while waiting: ABORTED; still pending at
   // `deadline` (on the client's clock): DEADLINE_EXCEEDED, the request left
-  // in place; API server unreachable: UNAVAILABLE; `stop`: CANCELLED. Every
-  // message names the request and carries cert-manager's message. Uses
-  // input.bearer_token_override for the create/get/delete when set (the
-  // watch always uses the client's own credentials). Thread-safe.
+  // in place, unless the pod is now gone or going (then ABORTED and the
+  // request is deleted); API server unreachable: UNAVAILABLE; `stop`:
+  // CANCELLED. Every message names the request and carries cert-manager's
+  // message. Uses input.bearer_token_override for the create/get/delete when
+  // set (the watch and pod reads always use the client's own credentials);
+  // when that token is refused (401/403) and the pod is gone or going, the
+  // answer is ABORTED as above, else PERMISSION_DENIED. Thread-safe.
   Result<IssuedCertificate> Issue(const IssueInput& input,
                                   std::chrono::steady_clock::time_point deadline,
                                   std::stop_token stop) override;
 
   // Queues DeleteRequests for the volume on a background thread: keeping the
   // newest max_requests_per_volume requests up to `current_issuance`, or
-  // none when the volume is gone. Failures are logged.
+  // none when the volume is gone (`namespace_` may then be empty: the
+  // requests are found cluster-wide by their labels). A failure is logged
+  // and retried with backoff until it succeeds or the issuer is destroyed
+  // (the next start's RetireAllExcept finishes it). A gone-volume
+  // retirement still queued when the volume is issued for again is dropped.
   void Retire(const std::string& namespace_, const std::string& volume_id,
               std::optional<uint64_t> current_issuance) override;
 
-  // Waits until every queued Retire has run; for tests.
+  // Queues DeleteOrphanRequests(live_volume_ids), retried like Retire.
+  // Requests of volumes issued for after this call are never deleted by it.
+  void RetireAllExcept(const std::set<std::string>& live_volume_ids) override;
+
+  // Waits until no retirement is running and every queued one has been
+  // tried at least once; for tests.
   void WaitForRetirements();
 
-  // Deletes this node's requests for `volume_id` in `namespace_` except the
-  // ones named in `keep` (empty: all of them): for pruning old requests and
-  // for cleaning up after volumes deleted at startup. Best effort: tries
-  // every one and returns the first failure; NOT_FOUND counts as deleted.
+  // Deletes this node's requests for `volume_id` in `namespace_` (empty:
+  // any namespace, listed cluster-wide) except the ones named in `keep`
+  // (empty: all of them). Tries every one and returns the first failure;
+  // NOT_FOUND counts as deleted.
   Status DeleteRequests(const std::string& namespace_, const std::string& volume_id,
                         const std::set<std::string>& keep, std::stop_token stop = {});
+
+  // Deletes every request labelled with this node whose volume label is not
+  // that of one of `live_volume_ids` nor of a volume issued for since the
+  // last RetireAllExcept. Same failure rules as DeleteRequests.
+  Status DeleteOrphanRequests(const std::set<std::string>& live_volume_ids,
+                              std::stop_token stop = {});
 
   // The number of watch lists so far; for tests.
   int watch_lists() const;
@@ -113,6 +143,22 @@ class CertManagerIssuer final : public Issuer {
     int users = 0;
   };
 
+  // OK when the pod runs; ABORTED (and the volume's requests retired) when
+  // it is gone, replaced, terminating or finished; else why it is unknown.
+  Status RequirePodRunning(const IssueInput& input, std::chrono::steady_clock::time_point deadline,
+                           std::stop_token stop);
+  // Creates (or resumes) the request and waits for its outcome.
+  Result<IssuedCertificate> CreateAndWait(const IssueInput& input,
+                                          std::chrono::steady_clock::time_point deadline,
+                                          std::stop_token stop);
+  // Turns a refused pod token or a deadline into ABORTED when the pod is
+  // gone or going (the request is then retired); otherwise `result`.
+  Result<IssuedCertificate> CheckPodAfterFailure(const IssueInput& input,
+                                                 Result<IssuedCertificate> result,
+                                                 std::stop_token stop);
+  // A volume is being issued for: drop queued gone-volume retirements of it
+  // and keep a pending sweep off its requests.
+  void NoteIssuing(const std::string& volume_id);
   // Starts the watch thread if it is not running.
   void EnsureWatching();
   void OnEvent(const kube::WatchEvent& event);
@@ -137,12 +183,23 @@ class CertManagerIssuer final : public Issuer {
     std::string namespace_;
     std::string volume_id;
     std::set<std::string> keep;
+    bool volume_gone = false;
+    // Set for a RetireAllExcept; volume_id is then empty.
+    std::optional<std::set<std::string>> live_volume_ids;
+    int attempts = 0;
+    std::chrono::steady_clock::time_point not_before{};
   };
+  void Enqueue(Retirement retirement);
+  Status RunOne(const Retirement& retirement, std::stop_token stop);
   void RunRetirements(std::stop_token stop);
   std::mutex retire_mutex_;
   std::condition_variable_any retire_changed_;
   std::deque<Retirement> retirements_;
   bool retiring_ = false;
+  // While a RetireAllExcept is queued: label values of volumes issued for
+  // since, which it must not touch.
+  bool sweep_pending_ = false;
+  std::set<std::string> issued_since_sweep_;
   std::unique_ptr<kube::Watcher> watcher_;
   // Declared last: joined before anything the threads use goes away.
   std::jthread retire_thread_;

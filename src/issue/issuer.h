@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <stop_token>
 #include <string>
 
@@ -55,13 +56,22 @@ class Issuer {
                                           std::chrono::steady_clock::time_point deadline,
                                           std::stop_token stop) = 0;
 
-  // Tells the signer that `volume_id` (of a pod in `namespace_`) now uses the
-  // certificate of issuance `current_issuance`, or, with nullopt, that the
-  // volume is gone. A signer that keeps an object per issuance (cert-manager's
-  // CertificateRequests) drops the ones no longer needed. Never waits for
-  // the signer: an unreachable one delays nothing. The default does nothing.
+  // Tells the signer that `volume_id` (of a pod in `namespace_`, empty when
+  // unknown) now uses the certificate of issuance `current_issuance`, or,
+  // with nullopt, that the volume is gone (unpublished, rolled back, removed
+  // at startup). A signer that keeps an object per issuance (cert-manager's
+  // CertificateRequests) drops the ones no longer needed, retrying until the
+  // signer confirms. Never waits for the signer: an unreachable one delays
+  // nothing. The default does nothing.
   virtual void Retire(const std::string& /*namespace_*/, const std::string& /*volume_id*/,
                       std::optional<uint64_t> /*current_issuance*/) {}
+
+  // Called once at startup, after the cleanup: `live_volume_ids` are all the
+  // volumes this node still has. A signer that marks its objects with the
+  // node drops those of every other volume (left by a crash, by a deletion
+  // lost with the process, or by a publish whose pod went away). Never
+  // waits. The default does nothing.
+  virtual void RetireAllExcept(const std::set<std::string>& /*live_volume_ids*/) {}
 };
 
 }  // namespace certmount

@@ -146,6 +146,8 @@ Result<StartupSummary> Publisher::Startup() {
   CERTMOUNT_ASSIGN_OR_RETURN(std::vector<ScheduledVolume> rows, store_->ListRenewalSchedule());
   std::set<std::string> known;
   for (const ScheduledVolume& row : rows) known.insert(row.volume_id);
+  // The signer's objects of volumes without a row go too (in the background).
+  issuer_->RetireAllExcept(known);
   CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> entries, env_->ListDirectory(volumes_root));
   for (const std::string& name : entries) {
     if (known.count(name) != 0) continue;
@@ -295,6 +297,8 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
   bool keep_pending = false;
   auto fail = [&](const Status& status) {
     RollBack(volume_id, request.target_path, mounted, created_target, keep_pending);
+    // The volume is gone, unless its pending request is kept for kubelet's retry.
+    if (!keep_pending) issuer_->Retire(pod.namespace_, volume_id, std::nullopt);
     return status;
   };
 
@@ -333,8 +337,9 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
     if (options_.resumable_issuance && fields.status().code() == Code::kDeadlineExceeded) {
       // The request is still pending at the signer. Everything is rolled
       // back but the pending key and CSR, so kubelet's retry of this publish
-      // resumes that request instead of replacing it. Without a retry (the
-      // pod is gone) the next start's orphan sweep removes them.
+      // resumes that request instead of replacing it. The issuer answers
+      // DEADLINE_EXCEEDED only while the pod runs; if it goes later, kubelet's
+      // unpublish (or the next start's sweeps) removes the files and request.
       keep_pending = true;
     }
     return fail(fields.status());
@@ -413,9 +418,11 @@ Status Publisher::Unpublish(const std::string& volume_id, const std::string& tar
   }
   // The row goes before the files: a crash in between leaves an orphan
   // directory, which startup removes, never a row without its files.
-  CERTMOUNT_ASSIGN_OR_RETURN(bool deleted, store_->DeleteVolume(volume_id));
+  CERTMOUNT_RETURN_IF_ERROR(store_->DeleteVolume(volume_id).status());
   if (options_.tokens != nullptr) options_.tokens->Erase(volume_id);
-  if (deleted) issuer_->Retire(existing->pod_namespace, volume_id, std::nullopt);
+  // With or without a row (a publish that failed or timed out leaves none):
+  // the signer finds the volume's objects by their labels.
+  issuer_->Retire(existing.has_value() ? existing->pod_namespace : "", volume_id, std::nullopt);
   return RemoveVolumeDir(VolumeDir(volume_id), env_);
 }
 

@@ -172,4 +172,13 @@ csi::v1::NodePublishVolumeRequest KubeletPublishRequest(
   return request;
 }
 
+grpc::Status UnpublishVolume(Daemon& daemon, const std::string& volume_id,
+                             const std::string& target_path) {
+  csi::v1::NodeUnpublishVolumeRequest request;
+  request.set_volume_id(volume_id);
+  request.set_target_path(target_path);
+  csi::v1::NodeUnpublishVolumeResponse response;
+  return daemon.node().NodeUnpublishVolume(CallContext().get(), request, &response);
+}
+
 }  // namespace certmount::testing

@@ -80,4 +80,8 @@ csi::v1::NodePublishVolumeRequest KubeletPublishRequest(
     const std::string& volume_id, const std::string& target_path,
     const std::map<std::string, std::string>& attributes);
 
+// NodeUnpublishVolume of `volume_id` at `target_path`, as kubelet sends it.
+grpc::Status UnpublishVolume(Daemon& daemon, const std::string& volume_id,
+                             const std::string& target_path);
+
 }  // namespace certmount::testing

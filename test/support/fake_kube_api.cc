@@ -158,6 +158,20 @@ FakeKubeApi::FakeKubeApi() : tokens_{kToken} {
         Reply(response, 200, object);
       });
 
+  server_->Get("/api/v1/namespaces/([^/]+)/pods/([^/]+)", [this](const httplib::Request& request,
+                                                                 httplib::Response& response) {
+    if (!Admit(request, response, false)) return;
+    std::lock_guard lock(mutex_);
+    auto it = pods_.find(std::string(request.matches[1]) + "/" + std::string(request.matches[2]));
+    if (it == pods_.end()) {
+      Reply(response, 404,
+            StatusBody(404, "NotFound",
+                       "pods \"" + std::string(request.matches[2]) + "\" not found"));
+      return;
+    }
+    Reply(response, 200, it->second);
+  });
+
   port_ = server_->bind_to_any_port("127.0.0.1");
   if (port_ <= 0) throw std::runtime_error("cannot bind the fake API server");
   server_thread_ = std::thread([this] { server_->listen_after_bind(); });
@@ -186,6 +200,64 @@ void FakeKubeApi::AcceptToken(const std::string& token) {
 void FakeKubeApi::RevokeToken(const std::string& token) {
   std::lock_guard lock(mutex_);
   tokens_.erase(std::remove(tokens_.begin(), tokens_.end(), token), tokens_.end());
+}
+
+void FakeKubeApi::PutPod(const std::string& namespace_, const std::string& name,
+                         const std::string& uid) {
+  std::lock_guard lock(mutex_);
+  pods_[namespace_ + "/" + name] = {{"apiVersion", "v1"},
+                                    {"kind", "Pod"},
+                                    {"metadata",
+                                     {{"name", name},
+                                      {"namespace", namespace_},
+                                      {"uid", uid},
+                                      {"resourceVersion", std::to_string(++resource_version_)}}},
+                                    {"spec", {{"nodeName", "test-node"}}},
+                                    {"status", {{"phase", "Running"}}}};
+  changed_.notify_all();
+}
+
+void FakeKubeApi::TerminatePod(const std::string& namespace_, const std::string& name) {
+  std::lock_guard lock(mutex_);
+  auto it = pods_.find(namespace_ + "/" + name);
+  if (it == pods_.end()) return;
+  it->second["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:30Z";
+  it->second["metadata"]["deletionGracePeriodSeconds"] = 30;
+  it->second["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
+  changed_.notify_all();
+}
+
+void FakeKubeApi::DeletePod(const std::string& namespace_, const std::string& name) {
+  std::lock_guard lock(mutex_);
+  pods_.erase(namespace_ + "/" + name);
+  changed_.notify_all();
+}
+
+void FakeKubeApi::BindToken(const std::string& token, const std::string& namespace_,
+                            const std::string& name) {
+  std::lock_guard lock(mutex_);
+  bound_tokens_[token] = namespace_ + "/" + name;
+}
+
+int FakeKubeApi::creates_for_gone_pods() const {
+  std::lock_guard lock(mutex_);
+  return creates_for_gone_pods_;
+}
+
+int FakeKubeApi::RequestsOwnedBy(const std::string& uid) const {
+  std::lock_guard lock(mutex_);
+  int count = 0;
+  for (const auto& [key, object] : objects_) {
+    for (const json& owner : object["metadata"].value("ownerReferences", json::array())) {
+      if (owner.value("uid", "") == uid) ++count;
+    }
+  }
+  return count;
+}
+
+void FakeKubeApi::BeforeNext(const std::string& method, std::function<void()> action) {
+  std::lock_guard lock(mutex_);
+  before_next_.emplace_back(method, std::move(action));
 }
 
 void FakeKubeApi::SetPolicy(SignerPolicy policy, std::string message) {
@@ -282,6 +354,17 @@ bool FakeKubeApi::WaitUntil(const std::function<bool()>& predicate,
 }
 
 bool FakeKubeApi::Admit(const httplib::Request& request, httplib::Response& response, bool watch) {
+  std::function<void()> action;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = std::find_if(before_next_.begin(), before_next_.end(),
+                           [&](const auto& entry) { return entry.first == request.method; });
+    if (it != before_next_.end() && !watch) {
+      action = std::move(it->second);
+      before_next_.erase(it);
+    }
+  }
+  if (action) action();
   std::lock_guard lock(mutex_);
   RecordedRequest record{
       request.method, request.path, {}, request.body, request.get_header_value("Authorization")};
@@ -292,6 +375,9 @@ bool FakeKubeApi::Admit(const httplib::Request& request, httplib::Response& resp
   bool authorized = std::any_of(tokens_.begin(), tokens_.end(), [&](const std::string& token) {
     return authorization == "Bearer " + token;
   });
+  for (const auto& [token, pod] : bound_tokens_) {
+    if (authorization == "Bearer " + token && pods_.count(pod) != 0) authorized = true;
+  }
   if (!authorized) {
     Reply(response, 401, StatusBody(401, "Unauthorized", "Unauthorized"));
     return false;
@@ -347,6 +433,14 @@ void FakeKubeApi::Create(const std::string& namespace_, const httplib::Request& 
   metadata["creationTimestamp"] = "2024-01-01T00:00:00Z";
   StoreLocked(object, "ADDED");
   json created = objects_[key];
+  for (const json& owner : metadata.value("ownerReferences", json::array())) {
+    const std::string uid = owner.value("uid", "");
+    bool running = std::any_of(pods_.begin(), pods_.end(), [&](const auto& entry) {
+      const json& pod_metadata = entry.second["metadata"];
+      return pod_metadata.value("uid", "") == uid && !pod_metadata.contains("deletionTimestamp");
+    });
+    if (!running) ++creates_for_gone_pods_;
+  }
   if (policy_ != SignerPolicy::kPending) ApplyPolicyLocked(key, policy_, policy_message_);
   Reply(response, 201, created);
 }

@@ -4,7 +4,10 @@
 // resourceVersions, create/get/list/delete, and watches (chunked
 // newline-delimited JSON) that can be dropped or expired (410 Gone). Each
 // created request is answered per the current SignerPolicy, signing with a
-// LocalCa. Every request is recorded so tests can check exact bodies.
+// LocalCa. Pods (GET only) with UIDs and deletion timestamps, and service
+// account tokens bound to a pod that turn 401 once it is deleted. No garbage
+// collector: owned requests stay unless a client deletes them. Every request
+// is recorded so tests can check exact bodies.
 #pragma once
 
 #include <chrono>
@@ -67,6 +70,24 @@ class FakeKubeApi {
   // Accept `token` as well as kToken; RevokeToken stops accepting one.
   void AcceptToken(const std::string& token);
   void RevokeToken(const std::string& token);
+
+  // Pods as GET /api/v1/namespaces/<ns>/pods/<name> shows them: Running,
+  // with `uid`. PutPod replaces one of the same name (a new UID).
+  void PutPod(const std::string& namespace_, const std::string& name, const std::string& uid);
+  // Sets metadata.deletionTimestamp: the pod is terminating.
+  void TerminatePod(const std::string& namespace_, const std::string& name);
+  // Removes the pod; tokens bound to it are refused (401) from now on.
+  void DeletePod(const std::string& namespace_, const std::string& name);
+  // Accepts `token` as long as pod namespace_/name exists (a bound token).
+  void BindToken(const std::string& token, const std::string& namespace_, const std::string& name);
+  // CertificateRequests created while their owner pod (by UID) was already
+  // terminating or gone.
+  int creates_for_gone_pods() const;
+  // CertificateRequests that exist now owned by the pod with `uid`.
+  int RequestsOwnedBy(const std::string& uid) const;
+  // Runs `action` once, when the next request with `method` arrives, before
+  // it is authorized and handled (to change the world between two calls).
+  void BeforeNext(const std::string& method, std::function<void()> action);
 
   // How requests created from now on are answered.
   void SetPolicy(SignerPolicy policy, std::string message = "");
@@ -148,7 +169,11 @@ class FakeKubeApi {
   bool gone_as_event_ = false;
   std::vector<Failure> failures_;
   std::vector<RecordedRequest> requests_;
-  std::map<std::string, nlohmann::json> objects_;  // "namespace/name"
+  std::map<std::string, nlohmann::json> objects_;    // "namespace/name"
+  std::map<std::string, nlohmann::json> pods_;       // "namespace/name"
+  std::map<std::string, std::string> bound_tokens_;  // token -> pod "namespace/name"
+  std::vector<std::pair<std::string, std::function<void()>>> before_next_;
+  int creates_for_gone_pods_ = 0;
   std::vector<Event> events_;
   int64_t resource_version_ = 1000;
   int64_t compacted_before_ = 0;

@@ -1,0 +1,40 @@
+// Whether a pod still exists as the pod a volume was published for: read
+// with one GET of the pod (a quorum read from etcd, so never older than the
+// caller's question) using the client's own credentials. See
+// docs/cert-manager.md ("Pod liveness") for why a GET and not a watch.
+#pragma once
+
+#include <chrono>
+#include <stop_token>
+#include <string>
+
+#include "common/status.h"
+#include "kube/client.h"
+
+namespace certmount::kube {
+
+enum class PodLiveness {
+  kRunning,      // exists with the expected UID, no deletionTimestamp, not finished
+  kTerminating,  // metadata.deletionTimestamp is set
+  kFinished,     // status.phase Succeeded or Failed: its volumes are being torn down
+  kGone,         // 404, or the name now belongs to another pod (another UID)
+};
+
+// "running", "terminating", "finished", "gone".
+const char* PodLivenessName(PodLiveness liveness);
+
+struct PodRef {
+  std::string namespace_;
+  std::string name;
+  std::string uid;
+};
+
+// GETs /api/v1/namespaces/<namespace>/pods/<name> and classifies it.
+// INVALID_ARGUMENT when namespace, name or uid is empty; other failures are
+// the client's (UNAVAILABLE, DEADLINE_EXCEEDED, PERMISSION_DENIED when the
+// driver may not `get` pods, ...), with context naming the pod.
+Result<PodLiveness> ReadPodLiveness(Client* client, const PodRef& pod,
+                                    std::chrono::steady_clock::time_point deadline,
+                                    std::stop_token stop);
+
+}  // namespace certmount::kube
