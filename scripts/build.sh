@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs missing Debian packages, then configures and builds certmount in
-# ./build. Shared by the two quick-start commands.
+# ./build, with warnings as errors (development; a plain cmake build keeps
+# them warnings). Shared by the two quick-start commands.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" -DCERTMOUNT_WERROR=ON >/dev/null
 cmake --build build -j"$(nproc)"

@@ -10,6 +10,7 @@ packages=(
   libssl-dev openssl
   libspdlog-dev libfmt-dev
   libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libcurl4-openssl-dev libyaml-cpp-dev
+  prometheus-cpp-dev
   libgtest-dev libgmock-dev
   util-linux procps
 )

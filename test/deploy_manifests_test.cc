@@ -520,6 +520,14 @@ TEST_P(DeployVariant, PodSpecHardening) {
       Str(registrar_["image"]).rfind("registry.k8s.io/sig-storage/csi-node-driver-registrar:", 0),
       0u);
   EXPECT_EQ(Str(liveness_["image"]).rfind("registry.k8s.io/sig-storage/livenessprobe:", 0), 0u);
+  // The releases this tree was checked against, each with its log level.
+  EXPECT_EQ(Str(registrar_["image"]),
+            "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0");
+  EXPECT_EQ(Str(liveness_["image"]), "registry.k8s.io/sig-storage/livenessprobe:v2.19.0");
+  EXPECT_EQ(ArgValue(registrar_, "--v"), "2");
+  EXPECT_EQ(ArgValue(liveness_, "--v"), "2");
+  EXPECT_EQ(ArgValue(certmountd_, "--log-level"), "info");
+  EXPECT_EQ(Str(pod["nodeSelector"]["kubernetes.io/os"]), "linux");
   EXPECT_EQ(ArgValue(certmountd_, "--node-id"), "$(NODE_ID)");
   EXPECT_EQ(Str(ResolveFieldPath(certmountd_, "env.[name=NODE_ID].valueFrom.fieldRef.fieldPath")),
             "spec.nodeName");
@@ -649,7 +657,29 @@ TEST(DeployTree, EveryReferencedFileExistsAndParses) {
       EXPECT_EQ(LoadDocuments(path).size(), 1u) << path;
     }
   }
-  EXPECT_GE(kustomizations, 7);
+  EXPECT_GE(kustomizations, 9);
+}
+
+TEST(DeployTree, PodMonitorScrapesTheMetricsPortOfTheDaemonSetPods) {
+  std::vector<YAML::Node> documents =
+      LoadDocuments(kDeployDir / "components" / "podmonitor" / "podmonitor.yaml");
+  ASSERT_EQ(documents.size(), 1u);
+  const YAML::Node& monitor = documents[0];
+  EXPECT_EQ(Str(monitor["kind"]), "PodMonitor");
+  EXPECT_EQ(Str(monitor["metadata"]["namespace"]), "certmount");
+  Rendered base = Render(".");
+  YAML::Node daemonset = Find(base.resources, "DaemonSet");
+  const YAML::Node& pod_labels = daemonset["spec"]["template"]["metadata"]["labels"];
+  for (const auto& entry : monitor["spec"]["selector"]["matchLabels"]) {
+    EXPECT_EQ(Str(pod_labels[entry.first.as<std::string>()]), Str(entry.second))
+        << entry.first.as<std::string>();
+  }
+  YAML::Node certmountd = Container(daemonset, "certmountd");
+  const YAML::Node& endpoint = monitor["spec"]["podMetricsEndpoints"][0];
+  EXPECT_EQ(Str(endpoint["path"]), "/metrics");
+  std::string port =
+      Str(ResolveFieldPath(certmountd, "ports.[name=" + Str(endpoint["port"]) + "].containerPort"));
+  EXPECT_EQ(ArgValue(certmountd, "--metrics-address"), ":" + port);
 }
 
 TEST(DeployTree, ExamplePodUsesAReadOnlyCertificateVolume) {

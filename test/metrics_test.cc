@@ -163,8 +163,9 @@ TEST_F(MetricsTest, ScrapeAfterPublishShowsTheVolumeItsIssuanceAndStartup) {
     EXPECT_NE(it, samples.end()) << key << " missing in\n" << scrape->body;
     return it == samples.end() ? -1 : it->second;
   };
+  // Labels ordered by name, as prometheus-cpp writes them.
   const std::string volume_labels =
-      "{volume_id=\"csi-m\",pod_namespace=\"default\",pod_name=\"web-0\"}";
+      "{pod_name=\"web-0\",pod_namespace=\"default\",volume_id=\"csi-m\"}";
   EXPECT_EQ(value("certmount_certificate_expiration_timestamp_seconds" + volume_labels),
             static_cast<double>(cert.not_after));
   // Renewal at two thirds of the lifetime (the default renew-before).
@@ -179,7 +180,10 @@ TEST_F(MetricsTest, ScrapeAfterPublishShowsTheVolumeItsIssuanceAndStartup) {
   EXPECT_EQ(value("certmount_publish_duration_seconds_count{result=\"ok\"}"), 1);
   EXPECT_EQ(value("certmount_publish_duration_seconds_bucket{result=\"ok\",le=\"+Inf\"}"), 1);
   EXPECT_EQ(value("certmount_publish_duration_seconds_count{result=\"error\"}"), 0);
-  EXPECT_EQ(value("certmount_grpc_requests_total{method=\"NodePublishVolume\",code=\"OK\"}"), 1);
+  EXPECT_EQ(value("certmount_grpc_requests_total{code=\"OK\",method=\"NodePublishVolume\"}"), 1);
+  EXPECT_EQ(value("certmount_build_info{version=\"" CERTMOUNT_VERSION "\"}"), 1);
+  EXPECT_GT(value("process_open_fds"), 2);
+  EXPECT_GT(value("process_resident_memory_bytes"), 0);
   // A fresh data root: nothing to keep, delete or sweep.
   EXPECT_EQ(value("certmount_startup_cleanup_volumes{outcome=\"kept\"}"), 0);
   EXPECT_EQ(value("certmount_startup_cleanup_volumes{outcome=\"deleted\"}"), 0);

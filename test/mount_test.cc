@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -33,14 +35,22 @@ std::string ReadThrough(const std::string& path) {
   return contents.str();
 }
 
-// Lets every call through except the read-only remount of a bind.
-class FailingRemountEnv : public EnvWrapper {
+// A kernel before 5.12: the new mount API answers ENOSYS.
+class OldKernelEnv : public EnvWrapper {
  public:
-  FailingRemountEnv() : EnvWrapper(Env::Default()) {}
+  OldKernelEnv() : EnvWrapper(Env::Default()) {}
+  Status MountReadOnlyBind(const std::string&, const std::string& target) override {
+    return Status::Unimplemented(ErrnoStatus(ENOSYS, "injected mount_setattr", target).message());
+  }
+};
+
+// An old kernel that also refuses the read-only remount of a bind.
+class FailingRemountEnv : public OldKernelEnv {
+ public:
   Status Mount(const std::string& source, const std::string& target, const std::string& fstype,
                unsigned long flags, const std::string& data) override {
     if ((flags & MS_REMOUNT) != 0) return ErrnoStatus(EPERM, "injected mount", target);
-    return EnvWrapper::Mount(source, target, fstype, flags, data);
+    return OldKernelEnv::Mount(source, target, fstype, flags, data);
   }
 };
 
@@ -136,6 +146,91 @@ TEST_F(BindMountTest, TargetIsReadOnlyAndLockedDown) {
   EXPECT_TRUE(IsMountedFrom(table, target_, data_));
   EXPECT_TRUE(IsMountedFrom(table, target_, volume_dir_));
   EXPECT_FALSE(IsMountedFrom(table, target_, data_ + "/volumes/csi-2"));
+}
+
+// What a child process in a mount namespace of its own (made before the
+// bind, as the host's namespace exists before certmountd's container) sees
+// at `path` once the parent has mounted there and written to `go`: the
+// mount options of the top mount, or "none".
+class PeerNamespace {
+ public:
+  explicit PeerNamespace(const std::string& path) {
+    int ready[2], go[2], report[2];
+    EXPECT_EQ(pipe(ready), 0);
+    EXPECT_EQ(pipe(go), 0);
+    EXPECT_EQ(pipe(report), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      char byte = 0;
+      if (unshare(CLONE_NEWNS) != 0) _exit(1);
+      if (write(ready[1], &byte, 1) != 1 || read(go[0], &byte, 1) != 1) _exit(1);
+      Result<MountTable> table = MountTable::Read(Env::Default());
+      const MountInfoEntry* top = table.ok() ? table->TopMountAt(path) : nullptr;
+      std::string options = top == nullptr ? "none" : top->mount_options;
+      _exit(write(report[1], options.data(), options.size()) == static_cast<ssize_t>(options.size())
+                ? 0
+                : 1);
+    }
+    close(ready[1]);
+    close(go[0]);
+    close(report[1]);
+    char byte = 0;
+    EXPECT_EQ(read(ready[0], &byte, 1), 1) << "the child could not unshare";
+    close(ready[0]);
+    go_ = go[1];
+    report_ = report[0];
+  }
+  // Lets the child look, and returns what it saw.
+  std::string Look() {
+    char byte = 0;
+    EXPECT_EQ(write(go_, &byte, 1), 1);
+    close(go_);
+    std::string seen;
+    char buffer[512];
+    for (ssize_t n; (n = read(report_, buffer, sizeof buffer)) > 0;) seen.append(buffer, n);
+    close(report_);
+    int status = 0;
+    EXPECT_EQ(waitpid(pid_, &status, 0), pid_);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    return seen;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int go_ = -1;
+  int report_ = -1;
+};
+
+TEST_F(BindMountTest, EveryPropagatedCopyIsReadOnlyAndLockedDown) {
+  CERTMOUNT_REQUIRE_ROOT();
+  MountDataAndWrite("a");
+  // The pods directory as in the DaemonSet: a shared mount (Bidirectional),
+  // whose copy in another namespace receives every mount made below it.
+  const std::string pods = base_ + "/pods";
+  ASSERT_EQ(mount(pods.c_str(), pods.c_str(), nullptr, MS_BIND, nullptr), 0) << errno;
+  ASSERT_EQ(mount(nullptr, pods.c_str(), nullptr, MS_SHARED, nullptr), 0) << errno;
+  PeerNamespace host(target_);
+
+  ASSERT_TRUE(BindMountReadOnly(volume_dir_, target_, env_).ok());
+  const std::string seen = host.Look();
+  EXPECT_TRUE(Unmount(target_, env_).ok());
+  EXPECT_TRUE(Unmount(pods, env_).ok());
+  for (const char* option : {"ro", "nosuid", "nodev", "noexec"}) {
+    EXPECT_TRUE(HasMountOption(seen, option)) << "the other namespace sees " << seen;
+  }
+}
+
+TEST_F(BindMountTest, FallsBackToBindAndRemountOnAnOldKernel) {
+  CERTMOUNT_REQUIRE_ROOT();
+  MountDataAndWrite("a");
+  OldKernelEnv old_kernel;
+  ASSERT_TRUE(BindMountReadOnly(volume_dir_, target_, &old_kernel).ok());
+  MountTable table = CurrentMounts();
+  const MountInfoEntry* bound = table.TopMountAt(target_);
+  ASSERT_NE(bound, nullptr);
+  for (const char* option : {"ro", "nosuid", "nodev", "noexec"}) {
+    EXPECT_TRUE(HasMountOption(bound->mount_options, option)) << bound->mount_options;
+  }
 }
 
 TEST_F(BindMountTest, NewGenerationsShowThroughTheExistingMount) {

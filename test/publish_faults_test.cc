@@ -154,9 +154,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Fault{"DirectorySync", "SyncDir", 1, EIO, Code::kInternal},
                       Fault{"DataSwap", "Rename", 2, EIO, Code::kInternal},
                       Fault{"NameLink", "Symlink", 2, ENOSPC, Code::kResourceExhausted},
-                      Fault{"BindMount", "Mount", 1, EPERM, Code::kInternal},
-                      // The read-only remount: a failure must not leave a writable mount.
-                      Fault{"ReadOnlyRemount", "Mount", 2, EPERM, Code::kInternal}),
+                      // The read-only bind mount (new mount API; the bind+remount
+                      // fallback's faults are in mount_test).
+                      Fault{"ReadOnlyBindMount", "MountReadOnlyBind", 1, EPERM, Code::kInternal}),
     [](const ::testing::TestParamInfo<Fault>& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -1,11 +1,14 @@
-// A small Prometheus metrics registry (Debian 12 ships no client library):
-// counters, gauges and fixed-bucket histograms with label sets, rendered in
-// the text exposition format 0.0.4, plus collectors that fill gauges at
-// scrape time.
+// certmount's metrics, on prometheus-cpp (Debian 12's prometheus-cpp-dev):
+// the library owns the registry, the families, the counters, gauges and
+// histograms, and the text exposition. This header adds what certmount's
+// code relies on: families registered by name with label *names* fixed up
+// front and children picked by label *values* in that order, the certmount_
+// naming rules checked at registration, collectables that compute families
+// at scrape time, and one process-wide registry that also carries process_*
+// and certmount_build_info.
 //
-// Hot paths stay cheap: a metric handle (Counter&, Gauge&, Histogram&) is
-// resolved once by label values and then updated with atomic operations
-// only; the family's lock is taken only to resolve a handle and to render.
+// Hot paths stay cheap: a child (Counter&, Gauge&, Histogram&) is resolved
+// once by label values and then updated with atomic operations only.
 //
 // Misuse that is a programming error (an invalid or non-certmount_ name, a
 // wrong number of label values, unsorted buckets, one name registered twice
@@ -13,9 +16,15 @@
 // shows up the first time the code runs, in any test.
 #pragma once
 
-#include <atomic>
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
+
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,164 +36,58 @@ namespace certmount::metrics {
 // Label values, in the order of the family's label names.
 using LabelValues = std::vector<std::string>;
 
-// A monotonically increasing value.
-class Counter {
- public:
-  // Adds `amount`; negative or NaN amounts are ignored (a counter never goes down).
-  void Increment(double amount = 1.0);
-  double Value() const { return value_.load(std::memory_order_relaxed); }
-
- private:
-  std::atomic<double> value_{0.0};
-};
-
-// A value that goes up and down, or is set outright.
-class Gauge {
- public:
-  void Set(double value) { value_.store(value, std::memory_order_relaxed); }
-  void Add(double delta) { value_.fetch_add(delta, std::memory_order_relaxed); }
-  double Value() const { return value_.load(std::memory_order_relaxed); }
-
- private:
-  std::atomic<double> value_{0.0};
-};
-
-// Counts observations into fixed buckets (upper bounds inclusive, as
-// Prometheus' `le` says) and keeps their sum.
-class Histogram {
- public:
-  // `bounds` (strictly increasing, finite) must outlive the histogram; its
-  // family owns them.
-  explicit Histogram(const std::vector<double>* bounds);
-
-  void Observe(double value);
-
-  struct Snapshot {
-    std::vector<uint64_t> cumulative;  // one per bound, then the +Inf bucket
-    uint64_t count = 0;                // equals cumulative.back()
-    double sum = 0;
-  };
-  // A consistent-enough copy: count always equals the +Inf bucket.
-  Snapshot Read() const;
-
- private:
-  const std::vector<double>& bounds_;
-  std::vector<std::atomic<uint64_t>> buckets_;  // not cumulative; last is +Inf
-  std::atomic<double> sum_{0.0};
-};
+// prometheus-cpp's metrics: Counter::Increment (negative amounts ignored),
+// Gauge::Set/Increment/Decrement, Histogram::Observe; all atomic.
+using Counter = prometheus::Counter;
+using Gauge = prometheus::Gauge;
+using Histogram = prometheus::Histogram;
 
 // Buckets for durations in seconds, from 5 ms to a minute.
 std::vector<double> DurationBuckets();
 
-enum class Type { kCounter, kGauge, kHistogram };
-
-// What every family has: a name, help text, label names, and its children.
-class FamilyBase {
- public:
-  FamilyBase(Type type, std::string name, std::string help, std::vector<std::string> label_names);
-  virtual ~FamilyBase() = default;
-  FamilyBase(const FamilyBase&) = delete;
-  FamilyBase& operator=(const FamilyBase&) = delete;
-
-  Type type() const { return type_; }
-  const std::string& name() const { return name_; }
-  const std::vector<std::string>& label_names() const { return label_names_; }
-
-  // Appends the family's HELP and TYPE lines and one line per sample
-  // (children ordered by label values) to `out`.
-  void Render(std::string& out) const;
-
- protected:
-  // Appends the samples only; called by Render.
-  virtual void RenderSamples(std::string& out) const = 0;
-  // Aborts unless `values` has one value per label name.
-  void CheckArity(const LabelValues& values) const;
-
- private:
-  const Type type_;
-  const std::string name_;
-  const std::string help_;
-  const std::vector<std::string> label_names_;
-};
-
-// Children of one metric type keyed by label values. A child, once made,
-// lives as long as the family (except through GaugeFamily::ReplaceAll), so
-// callers may keep the reference WithLabels returns.
+// One prometheus-cpp family and its label names. Children, once made, live
+// as long as the registry, so callers may keep the reference WithLabels
+// returns.
 template <typename Metric>
-class Family : public FamilyBase {
+class Family {
  public:
-  using FamilyBase::FamilyBase;
+  Family(prometheus::Family<Metric>* family, std::vector<std::string> label_names,
+         std::vector<double> bounds = {})
+      : family_(family), label_names_(std::move(label_names)), bounds_(std::move(bounds)) {}
+  Family(const Family&) = delete;
+  Family& operator=(const Family&) = delete;
 
   // The child with these label values, made (at zero) on first use. Aborts
   // when the number of values differs from the number of label names.
-  Metric& WithLabels(const LabelValues& values) {
-    CheckArity(values);
-    std::lock_guard lock(mu_);
-    std::unique_ptr<Metric>& child = children_[values];
-    if (child == nullptr) child = MakeChild();
-    return *child;
-  }
+  Metric& WithLabels(const LabelValues& values);
 
- protected:
-  virtual std::unique_ptr<Metric> MakeChild() const = 0;
-
-  mutable std::mutex mu_;
-  std::map<LabelValues, std::unique_ptr<Metric>> children_;
-};
-
-class CounterFamily final : public Family<Counter> {
- public:
-  using Family::Family;
-
- private:
-  std::unique_ptr<Counter> MakeChild() const override { return std::make_unique<Counter>(); }
-  void RenderSamples(std::string& out) const override;
-};
-
-class GaugeFamily final : public Family<Gauge> {
- public:
-  using Family::Family;
-
-  // Replaces every child with `values` in one step, so a scrape never sees
-  // half of an update and rows that are gone (e.g. unpublished volumes)
-  // disappear. Invalidates references from WithLabels: use it only on
-  // families that a collector fills and no one holds handles into.
-  void ReplaceAll(const std::vector<std::pair<LabelValues, double>>& values);
-
- private:
-  std::unique_ptr<Gauge> MakeChild() const override { return std::make_unique<Gauge>(); }
-  void RenderSamples(std::string& out) const override;
-};
-
-class HistogramFamily final : public Family<Histogram> {
- public:
-  HistogramFamily(std::string name, std::string help, std::vector<std::string> label_names,
-                  std::vector<double> bounds);
+  const std::vector<std::string>& label_names() const { return label_names_; }
   const std::vector<double>& bounds() const { return bounds_; }
 
  private:
-  std::unique_ptr<Histogram> MakeChild() const override {
-    return std::make_unique<Histogram>(&bounds_);
-  }
-  void RenderSamples(std::string& out) const override;
-
-  const std::vector<double> bounds_;
+  prometheus::Family<Metric>* family_;
+  const std::vector<std::string> label_names_;
+  const std::vector<double> bounds_;  // histograms only
 };
+
+using CounterFamily = Family<Counter>;
+using GaugeFamily = Family<Gauge>;
+using HistogramFamily = Family<Histogram>;
 
 class Registry;
 
-// Keeps a collector registered; unregisters it on destruction, waiting for
-// a scrape that is running it to finish, so the collector may capture
-// objects that die right after this handle.
-class CollectorRegistration {
+// Keeps a collectable registered; unregisters it on destruction, waiting
+// for a scrape that is running it to finish, so the collectable may refer
+// to objects that die right after this handle.
+class CollectableRegistration {
  public:
-  CollectorRegistration() = default;
-  CollectorRegistration(Registry* registry, uint64_t id) : registry_(registry), id_(id) {}
-  ~CollectorRegistration();
-  CollectorRegistration(CollectorRegistration&& other) noexcept;
-  CollectorRegistration& operator=(CollectorRegistration&& other) noexcept;
-  CollectorRegistration(const CollectorRegistration&) = delete;
-  CollectorRegistration& operator=(const CollectorRegistration&) = delete;
+  CollectableRegistration() = default;
+  CollectableRegistration(Registry* registry, uint64_t id) : registry_(registry), id_(id) {}
+  ~CollectableRegistration();
+  CollectableRegistration(CollectableRegistration&& other) noexcept;
+  CollectableRegistration& operator=(CollectableRegistration&& other) noexcept;
+  CollectableRegistration(const CollectableRegistration&) = delete;
+  CollectableRegistration& operator=(const CollectableRegistration&) = delete;
 
  private:
   void Reset();
@@ -192,7 +95,7 @@ class CollectorRegistration {
   uint64_t id_ = 0;
 };
 
-// Owns metric families and collectors; renders them all. Thread-safe.
+// Owns metric families and collectables; renders them all. Thread-safe.
 class Registry {
  public:
   Registry() = default;
@@ -213,38 +116,43 @@ class Registry {
                                 const std::vector<std::string>& label_names,
                                 const std::vector<double>& bounds);
 
-  // Registers `collect`, run at the start of every Render (one scrape at a
-  // time) to fill gauges from state that is cheaper to read on demand than
-  // to track. It must not call back into this registry's Render or
-  // AddCollector.
-  [[nodiscard]] CollectorRegistration AddCollector(std::function<void()> collect);
+  // Registers `collectable` (which must outlive the returned handle): its
+  // Collect() runs at every Render, one scrape at a time, for values that
+  // are cheaper to read on demand than to track. It must not call back into
+  // this registry's Render or AddCollectable. An exception from it drops
+  // its families from that scrape only.
+  [[nodiscard]] CollectableRegistration AddCollectable(const prometheus::Collectable* collectable);
 
-  // Runs the collectors, then renders every family ordered by name in the
-  // text exposition format 0.0.4.
+  // Every family (registered ones and collectables'), ordered by name.
+  std::vector<prometheus::MetricFamily> Collect();
+  // Collect() in the text exposition format 0.0.4, by prometheus-cpp.
   std::string Render();
 
  private:
-  friend class CollectorRegistration;
-  void RemoveCollector(uint64_t id);
-  FamilyBase* Find(const std::string& name);
+  friend class CollectableRegistration;
+  void RemoveCollectable(uint64_t id);
 
+  prometheus::Registry registry_{prometheus::Registry::InsertBehavior::Throw};
   std::mutex families_mu_;
-  std::map<std::string, std::unique_ptr<FamilyBase>> families_;
-  // Held while collectors run, so removing one waits for its run to end.
-  std::mutex collectors_mu_;
-  std::map<uint64_t, std::function<void()>> collectors_;
-  uint64_t next_collector_id_ = 1;
+  std::map<std::string, std::unique_ptr<CounterFamily>> counters_;
+  std::map<std::string, std::unique_ptr<GaugeFamily>> gauges_;
+  std::map<std::string, std::unique_ptr<HistogramFamily>> histograms_;
+  // Held while collectables run, so removing one waits for its run to end.
+  std::mutex collectables_mu_;
+  std::map<uint64_t, const prometheus::Collectable*> collectables_;
+  uint64_t next_collectable_id_ = 1;
 };
 
-// The process-wide registry certmountd serves. It lives until exit; stop
-// every thread that updates metrics before returning from main.
+// The process-wide registry certmountd serves, with the process_* metrics
+// (ProcessCollectable) and certmount_build_info{version} = 1 registered. It
+// lives until exit; stop every thread that updates metrics before returning
+// from main.
 Registry& DefaultRegistry();
 
-// The exposition format's spelling of a sample value: integers without a
-// fraction, "+Inf", "-Inf", "NaN", otherwise the shortest round-trip form.
-std::string FormatValue(double value);
-
-// Label value escaping: backslash, double quote and newline.
-std::string EscapeLabelValue(const std::string& value);
+// A gauge family for a collectable to return: one sample per entry, label
+// names and values as given (values in the order of the names).
+prometheus::MetricFamily GaugeSnapshot(const std::string& name, const std::string& help,
+                                       const std::vector<std::string>& label_names,
+                                       const std::vector<std::pair<LabelValues, double>>& values);
 
 }  // namespace certmount::metrics

@@ -48,60 +48,49 @@ StateCollector::StateCollector(metrics::Registry* registry, Store* store,
                                const RenewalScheduler* scheduler)
     : store_(store),
       scheduler_(scheduler),
-      volumes_(registry->AddGauge("certmount_volumes",
-                                  "Volumes in the node state, by state: mounted (published) or "
-                                  "publishing (registered, publish still running).",
-                                  {"state"})),
-      expiration_(
-          registry->AddGauge("certmount_certificate_expiration_timestamp_seconds",
-                             "The not_after of each mounted volume's certificate, in unix seconds.",
-                             {"volume_id", "pod_namespace", "pod_name"})),
-      renewal_(registry->AddGauge("certmount_certificate_renewal_timestamp_seconds",
-                                  "When each mounted volume's certificate is next issued "
-                                  "(renewal, or retry after a failure), in unix seconds.",
-                                  {"volume_id", "pod_namespace", "pod_name"})),
-      scheduled_(registry
-                     ->AddGauge("certmount_renewal_scheduled_volumes",
-                                "Volumes the renewal scheduler tracks.")
-                     .WithLabels({})),
-      queue_depth_(registry
-                       ->AddGauge("certmount_renewal_queue_depth",
-                                  "Volumes due for renewal that have not started: waiting for "
-                                  "an issuer token or a free worker.")
-                       .WithLabels({})),
-      running_(
-          registry->AddGauge("certmount_renewals_running", "Renewals running now.").WithLabels({})),
-      rate_limit_waits_(
-          registry
-              ->AddGauge("certmount_issuer_rate_limit_waits",
-                         "Times renewals found the issuer token bucket (--issuer-qps, "
-                         "--issuer-burst) empty and had to wait, since start.")
-              .WithLabels({})),
-      rate_limit_wait_seconds_(
-          registry
-              ->AddGauge("certmount_issuer_rate_limit_wait_seconds",
-                         "Total time renewals waited for the issuer token bucket, since start.")
-              .WithLabels({})),
       collect_errors_(registry
                           ->AddCounter("certmount_metrics_collect_errors_total",
                                        "Scrapes whose read of the node state failed; the "
                                        "state gauges then keep their previous values.")
                           .WithLabels({})),
-      registration_(registry->AddCollector([this] { Collect(); })) {}
+      registration_(registry->AddCollectable(this)) {}
 
-void StateCollector::Collect() {
+std::vector<prometheus::MetricFamily> StateCollector::Collect() const {
+  using metrics::GaugeSnapshot;
   const SchedulerStats stats = scheduler_->Stats();
-  scheduled_.Set(static_cast<double>(stats.scheduled));
-  queue_depth_.Set(static_cast<double>(stats.due));
-  running_.Set(static_cast<double>(stats.running));
-  rate_limit_waits_.Set(static_cast<double>(stats.rate_limit_waits));
-  rate_limit_wait_seconds_.Set(stats.rate_limit_wait_seconds);
+  std::vector<prometheus::MetricFamily> out = {
+      GaugeSnapshot("certmount_renewal_scheduled_volumes", "Volumes the renewal scheduler tracks.",
+                    {}, {{{}, static_cast<double>(stats.scheduled)}}),
+      GaugeSnapshot("certmount_renewal_queue_depth",
+                    "Volumes due for renewal that have not started: waiting for an issuer token "
+                    "or a free worker.",
+                    {}, {{{}, static_cast<double>(stats.due)}}),
+      GaugeSnapshot("certmount_renewals_running", "Renewals running now.", {},
+                    {{{}, static_cast<double>(stats.running)}}),
+      GaugeSnapshot("certmount_issuer_rate_limit_waits",
+                    "Times renewals found the issuer token bucket (--issuer-qps, "
+                    "--issuer-burst) empty and had to wait, since start.",
+                    {}, {{{}, static_cast<double>(stats.rate_limit_waits)}}),
+      GaugeSnapshot("certmount_issuer_rate_limit_wait_seconds",
+                    "Total time renewals waited for the issuer token bucket, since start.", {},
+                    {{{}, stats.rate_limit_wait_seconds}}),
+  };
+  std::optional<std::vector<prometheus::MetricFamily>> read = StoreFamilies();
+  std::lock_guard lock(last_mu_);
+  if (read.has_value()) {
+    last_store_families_ = std::move(*read);
+  } else {
+    collect_errors_.Increment();
+  }
+  out.insert(out.end(), last_store_families_.begin(), last_store_families_.end());
+  return out;
+}
 
+std::optional<std::vector<prometheus::MetricFamily>> StateCollector::StoreFamilies() const {
   Result<std::vector<VolumeSummary>> rows = store_->ListVolumeSummaries();
   if (!rows.ok()) {
-    collect_errors_.Increment();
     spdlog::warn("metrics: cannot read the node state: {}", rows.status().ToString());
-    return;
+    return std::nullopt;
   }
   int64_t mounted = 0;
   int64_t publishing = 0;
@@ -121,10 +110,22 @@ void StateCollector::Collect() {
       renewal.emplace_back(std::move(labels), static_cast<double>(*row.next_issuance_at));
     }
   }
-  volumes_.ReplaceAll({{{"mounted"}, static_cast<double>(mounted)},
-                       {{"publishing"}, static_cast<double>(publishing)}});
-  expiration_.ReplaceAll(expiration);
-  renewal_.ReplaceAll(renewal);
+  const std::vector<std::string> volume_labels = {"volume_id", "pod_namespace", "pod_name"};
+  return std::vector<prometheus::MetricFamily>{
+      metrics::GaugeSnapshot("certmount_volumes",
+                             "Volumes in the node state, by state: mounted (published) or "
+                             "publishing (registered, publish still running).",
+                             {"state"},
+                             {{{"mounted"}, static_cast<double>(mounted)},
+                              {{"publishing"}, static_cast<double>(publishing)}}),
+      metrics::GaugeSnapshot("certmount_certificate_expiration_timestamp_seconds",
+                             "The not_after of each mounted volume's certificate, in unix seconds.",
+                             volume_labels, expiration),
+      metrics::GaugeSnapshot("certmount_certificate_renewal_timestamp_seconds",
+                             "When each mounted volume's certificate is next issued (renewal, or "
+                             "retry after a failure), in unix seconds.",
+                             volume_labels, renewal),
+  };
 }
 
 MetricsServer::MetricsServer(metrics::Registry* registry, Store* store)

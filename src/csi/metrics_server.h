@@ -9,8 +9,11 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/metrics.h"
 #include "common/status.h"
@@ -32,30 +35,30 @@ struct MetricsAddress {
 // INVALID_ARGUMENT, naming the flag, for anything else.
 Result<MetricsAddress> ParseMetricsAddress(const std::string& text);
 
-// Fills the state gauges at scrape time: volumes by state and each volume's
-// certificate expiration and next renewal (from the Store), and the renewal
-// queue and issuer rate-limit waits (from the scheduler). Unregisters on
-// destruction; `store` and `scheduler` must outlive it.
-class StateCollector {
+// The state gauges, computed at scrape time (a prometheus-cpp Collectable):
+// volumes by state and each volume's certificate expiration and next
+// renewal (from the Store), and the renewal queue and issuer rate-limit
+// waits (from the scheduler). When the Store cannot be read, the scrape
+// shows the store's families as last read and counts the failure.
+// Registers itself with `registry` and unregisters on destruction; `store`
+// and `scheduler` must outlive it.
+class StateCollector : public prometheus::Collectable {
  public:
   StateCollector(metrics::Registry* registry, Store* store, const RenewalScheduler* scheduler);
 
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
  private:
-  void Collect();
+  // The three families read from the store; nullopt when the read failed.
+  std::optional<std::vector<prometheus::MetricFamily>> StoreFamilies() const;
 
   Store* store_;
   const RenewalScheduler* scheduler_;
-  metrics::GaugeFamily& volumes_;
-  metrics::GaugeFamily& expiration_;
-  metrics::GaugeFamily& renewal_;
-  metrics::Gauge& scheduled_;
-  metrics::Gauge& queue_depth_;
-  metrics::Gauge& running_;
-  metrics::Gauge& rate_limit_waits_;
-  metrics::Gauge& rate_limit_wait_seconds_;
   metrics::Counter& collect_errors_;
-  // Last: unregistered first, before the references above go.
-  metrics::CollectorRegistration registration_;
+  mutable std::mutex last_mu_;
+  mutable std::vector<prometheus::MetricFamily> last_store_families_;
+  // Last: unregistered first, before the members above go.
+  metrics::CollectableRegistration registration_;
 };
 
 class MetricsServer {

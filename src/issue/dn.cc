@@ -142,7 +142,7 @@ class DnParser {
     if (std::isdigit(static_cast<unsigned char>(type[0]))) {
       if (!IsNumericOid(type)) {
         pos_ = start;
-        return Error("\"" + std::string(type) + "\" is not a dotted OID");
+        return Error(std::string(1, '"').append(type).append("\" is not a dotted OID"));
       }
       return std::string(type);
     }

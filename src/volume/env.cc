@@ -47,6 +47,15 @@ namespace {
 
 // Owns a file descriptor; close errors on the success path are checked by
 // Close(), the destructor only covers early returns.
+// ENOSYS from the new mount API means a kernel without it (open_tree and
+// move_mount came in 5.2, mount_setattr in 5.12): UNIMPLEMENTED, so the
+// caller can fall back. Anything else maps as ErrnoStatus says.
+Status NewMountApiStatus(int error_number, std::string_view operation, std::string_view path) {
+  Status status = ErrnoStatus(error_number, operation, path);
+  if (error_number == ENOSYS) return Status::Unimplemented(status.message());
+  return status;
+}
+
 class UniqueFd {
  public:
   explicit UniqueFd(int fd) : fd_(fd) {}
@@ -308,6 +317,22 @@ class PosixEnv final : public Env {
 
   Status Unmount(const std::string& target, int flags) override {
     if (::umount2(target.c_str(), flags) != 0) return ErrnoStatus(errno, "umount", target);
+    return Status::Ok();
+  }
+
+  Status MountReadOnlyBind(const std::string& source, const std::string& target) override {
+    // Closing the fd of a tree that was never attached unmounts it, so every
+    // early return leaves nothing behind.
+    UniqueFd tree(::open_tree(AT_FDCWD, source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+    if (!tree.valid()) return NewMountApiStatus(errno, "open_tree", source);
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+    if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
+      return NewMountApiStatus(errno, "mount_setattr", source);
+    }
+    if (::move_mount(tree.get(), "", AT_FDCWD, target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+      return NewMountApiStatus(errno, "move_mount", target);
+    }
     return Status::Ok();
   }
 };

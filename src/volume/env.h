@@ -81,6 +81,15 @@ class Env {
                        const std::string& fstype, unsigned long flags, const std::string& data) = 0;
   // umount2(2).
   virtual Status Unmount(const std::string& target, int flags) = 0;
+  // Attaches a bind mount of `source` (that mount only, no submounts) at
+  // `target` that is read-only, nosuid, nodev and noexec before it becomes
+  // visible: open_tree(OPEN_TREE_CLONE) makes a detached copy,
+  // mount_setattr(2) sets the flags on it, move_mount(2) attaches it. Every
+  // copy that mount propagation makes (the host's, through a Bidirectional
+  // mount) therefore has the flags too. A symlink at `target` is not
+  // followed. UNIMPLEMENTED when the kernel lacks these calls (before 5.12);
+  // on any failure nothing is attached.
+  virtual Status MountReadOnlyBind(const std::string& source, const std::string& target) = 0;
 
   // mkdir -p: creates every missing directory of the absolute `path` with
   // `mode`, through CreateDir (so wrappers see each step). Existing
@@ -134,6 +143,9 @@ class EnvWrapper : public Env {
   }
   Status Unmount(const std::string& target, int flags) override {
     return target_->Unmount(target, flags);
+  }
+  Status MountReadOnlyBind(const std::string& source, const std::string& target) override {
+    return target_->MountReadOnlyBind(source, target);
   }
 
  protected:

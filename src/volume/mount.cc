@@ -33,6 +33,12 @@ Status MountTmpfsIfNeeded(const std::string& dir, Env* env) {
 }
 
 Status BindMountReadOnly(const std::string& source_dir, const std::string& target_dir, Env* env) {
+  Status attached = env->MountReadOnlyBind(source_dir, target_dir);
+  if (attached.code() != Code::kUnimplemented) {
+    return attached.WithContext("bind-mounting " + source_dir + " read-only");
+  }
+  // A kernel before 5.12: bind, then remount. Peers that receive the bind
+  // through propagation keep it writable (the remount does not propagate).
   CERTMOUNT_RETURN_IF_ERROR(env->Mount(source_dir, target_dir, "", MS_BIND, "")
                                 .WithContext("bind-mounting " + source_dir));
   // A bind mount ignores MS_RDONLY and friends on creation; only a remount
@@ -90,7 +96,7 @@ std::optional<std::string> BindSourceUnder(const MountTable& table, const std::s
   // data_dir as a path inside its filesystem, comparable with mountinfo roots.
   std::string below_point = data_dir.substr(containing_point == "/" ? 0 : containing_point.size());
   std::string data_root = data_mount->root == "/" ? below_point : data_mount->root + below_point;
-  if (data_root.empty()) data_root = "/";
+  if (data_root.empty()) data_root.push_back('/');  // not = "/": GCC 12 -O3 -Wrestrict
   if (!IsAtOrBelow(mounted->root, data_root)) return std::nullopt;
   std::string_view rest =
       std::string_view(mounted->root).substr(data_root == "/" ? 0 : data_root.size());

@@ -30,10 +30,15 @@ inline constexpr int kMaxStackedMounts = 32;
 // storage.
 Status MountTmpfsIfNeeded(const std::string& dir, Env* env);
 
-// Bind-mounts `source_dir` onto `target_dir` (both must exist) and remounts
-// the bind read-only, nosuid, nodev, noexec. If the remount fails the bind is
-// undone before returning the error, so no writable mount is ever left. Does
-// not check whether `target_dir` is already mounted (that needs a mountinfo
+// Bind-mounts `source_dir` onto `target_dir` (both must exist) read-only,
+// nosuid, nodev, noexec. The mount is created with those flags before it is
+// attached (Env::MountReadOnlyBind), so every copy that shared propagation
+// makes, e.g. the host's copy of a mount made in a container, has them too.
+// Only on a kernel without the new mount API (before 5.12) does it fall
+// back to a bind followed by a read-only remount, whose flags reach this
+// mount namespace's copy only; if that remount fails the bind is undone
+// before returning the error, so no writable mount is ever left. Does not
+// check whether `target_dir` is already mounted (that needs a mountinfo
 // read, which the caller may already have); calling it twice stacks a mount.
 Status BindMountReadOnly(const std::string& source_dir, const std::string& target_dir, Env* env);
 

@@ -83,9 +83,9 @@ Status ValidateTargetPath(const std::string& target, const std::string& target_r
   // Check every component below the root with lstat, from the top down, so
   // a symlink planted anywhere on the way is caught before it is followed.
   std::string prefix;
-  for (size_t i = 0; i < root_depth; ++i) prefix += "/" + std::string(components[i]);
+  for (size_t i = 0; i < root_depth; ++i) prefix.append("/").append(components[i]);
   for (size_t i = root_depth; i < components.size(); ++i) {
-    prefix += "/" + std::string(components[i]);
+    prefix.append("/").append(components[i]);
     bool is_target = i + 1 == components.size();
     Result<FileStat> stat = env->LStat(prefix);
     if (!stat.ok()) {

@@ -58,4 +58,9 @@ Status FaultInjectionEnv::Mount(const std::string& source, const std::string& ta
   return EnvWrapper::Mount(source, target, fstype, flags, data);
 }
 
+Status FaultInjectionEnv::MountReadOnlyBind(const std::string& source, const std::string& target) {
+  CERTMOUNT_RETURN_IF_ERROR(Check("MountReadOnlyBind", target));
+  return EnvWrapper::MountReadOnlyBind(source, target);
+}
+
 }  // namespace certmount::testing

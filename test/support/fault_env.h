@@ -15,7 +15,7 @@ class FaultInjectionEnv : public EnvWrapper {
   FaultInjectionEnv() : EnvWrapper(Env::Default()) {}
 
   // The `nth` call (1-based, counted from now) of `operation` ("CreateDir",
-  // "WriteNewFile", "SyncDir", "Rename", "Symlink", "Mount") fails with
+  // "WriteNewFile", "SyncDir", "Rename", "Symlink", "Mount", "MountReadOnlyBind") fails with
   // `error_number`; every other call goes to the real filesystem.
   void FailNth(std::string operation, int nth, int error_number);
   int calls(const std::string& operation) const;
@@ -28,6 +28,7 @@ class FaultInjectionEnv : public EnvWrapper {
   Status Symlink(const std::string& target, const std::string& link_path) override;
   Status Mount(const std::string& source, const std::string& target, const std::string& fstype,
                unsigned long flags, const std::string& data) override;
+  Status MountReadOnlyBind(const std::string& source, const std::string& target) override;
 
  private:
   Status Check(const std::string& operation, const std::string& path);
