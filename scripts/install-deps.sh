@@ -13,6 +13,7 @@ packages=(
   prometheus-cpp-dev
   libgtest-dev libgmock-dev
   util-linux procps
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()

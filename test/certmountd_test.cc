@@ -299,6 +299,8 @@ TEST(CertmountdSocket, StaleSocketIsReplacedAndNonSocketRefused) {
                   "--data-root=" + other.Sub("data"), "--target-root=" + daemon.target_root()});
   EXPECT_EQ(second.exit_code, 1);
   EXPECT_NE(second.err.find("served by another running process"), std::string::npos) << second.err;
+  // Refused before it created, mounted or cleaned up anything.
+  EXPECT_FALSE(fs::exists(other.Sub("data")));
   // Nor may a second daemon share the data root: its startup cleanup would
   // delete the first one's in-flight volumes.
   ProcessResult shared =
@@ -306,6 +308,7 @@ TEST(CertmountdSocket, StaleSocketIsReplacedAndNonSocketRefused) {
                   "--data-root=" + daemon.data_root(), "--target-root=" + daemon.target_root()});
   EXPECT_EQ(shared.exit_code, 1);
   EXPECT_NE(shared.err.find("another certmountd"), std::string::npos) << shared.err;
+  EXPECT_FALSE(fs::exists(other.Sub("other.sock")));
   csi::v1::ProbeResponse probe;
   EXPECT_TRUE(daemon.identity().Probe(CallContext().get(), {}, &probe).ok());
   daemon.Terminate();

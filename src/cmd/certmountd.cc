@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -131,15 +132,43 @@ std::function<void(PublishStep, const std::string&)> TestHoldHook() {
   };
 }
 
-// Blocks SIGTERM and SIGINT in every thread, so that one thread can take
-// them with sigwait and shut down in an orderly way.
+// Blocks SIGTERM, SIGINT and SIGHUP in every thread, so that one thread can
+// take them with sigwait; SIGPIPE (a peer that hung up) is ignored, so a
+// write to a closed connection is an error, never the end of the daemon.
 sigset_t BlockShutdownSignals() {
+  signal(SIGPIPE, SIG_IGN);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   return set;
+}
+
+// Waits for SIGTERM or SIGINT. SIGHUP, which a terminal closing or an admin's
+// habit of "reload" sends, is logged and otherwise ignored: certmountd reads
+// its flags only at start, and dying on it would strand every publish.
+int WaitForShutdownSignal(const sigset_t& signals) {
+  for (;;) {
+    int signal_number = 0;
+    if (sigwait(&signals, &signal_number) != 0) continue;
+    if (signal_number != SIGHUP) return signal_number;
+    spdlog::info("received SIGHUP: ignored (flags are read only at start; restart to change them)");
+  }
+}
+
+// The startup refusals that need no state: each comes before anything is
+// created, mounted or written, so a refused start leaves the node as it was.
+Status CheckStartable(const Flags& flags, const std::string& socket_path) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(flags.target_root, error)) {
+    return Status::FailedPrecondition("--target-root " + flags.target_root +
+                                      " is not an existing directory (kubelet's pods directory, "
+                                      "usually /var/lib/kubelet/pods)");
+  }
+  if (Status s = PrepareSocketPath(socket_path); !s.ok()) return s.WithContext("--endpoint");
+  return Status::Ok();
 }
 
 int Run(const Flags& flags) {
@@ -191,6 +220,10 @@ int Run(const Flags& flags) {
 
   spdlog::info("certmountd {} starting: driver {} node {} data root {}", CERTMOUNT_VERSION,
                flags.driver_name, flags.node_id, flags.data_root);
+  if (Status s = CheckStartable(flags, *socket_path); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return kExitFailure;
+  }
   const Clock& clock = SystemClock::Instance();
   Env* env = Env::Default();
   if (Status s = env->CreateDirectories(flags.data_root, 0700); !s.ok()) {
@@ -332,9 +365,9 @@ int Run(const Flags& flags) {
   metrics_server.SetStartupComplete(true);
   spdlog::info("serving CSI on {}", flags.endpoint);
 
-  int signal_number = 0;
-  sigwait(&shutdown_signals, &signal_number);
+  const int signal_number = WaitForShutdownSignal(shutdown_signals);
   spdlog::info("received {}, shutting down", strsignal(signal_number));
+  RpcTracker::Instance().BeginShutdown();
   ready = false;
   metrics_server.SetStartupComplete(false);
   // No renewal starts from here on; running ones are cancelled and keep their

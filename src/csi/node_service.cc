@@ -1,6 +1,9 @@
 #include "csi/node_service.h"
 
+#include <limits.h>
+
 #include "csi/rpc_log.h"
+#include "issue/attribute_bounds.h"
 #include "issue/attributes.h"
 #include "volume/paths.h"
 
@@ -9,6 +12,28 @@ namespace certmount {
 namespace {
 
 constexpr char kEphemeralKey[] = "csi.storage.k8s.io/ephemeral";
+
+// A path kubelet sends is checked here for what no filesystem accepts, so
+// that it is INVALID_ARGUMENT rather than whatever a system call reports.
+Status CheckPathShape(std::string_view field, const std::string& path) {
+  if (path.size() >= PATH_MAX) {
+    return Status::InvalidArgument(std::string(field) + " is " + std::to_string(path.size()) +
+                                   " bytes, longer than the system's " +
+                                   std::to_string(PATH_MAX - 1));
+  }
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    if (end - start > NAME_MAX) {
+      return Status::InvalidArgument(std::string(field) + " has a component of " +
+                                     std::to_string(end - start) + " bytes, longer than the " +
+                                     "system's " + std::to_string(NAME_MAX));
+    }
+    start = end + 1;
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -24,6 +49,7 @@ std::vector<csi::v1::NodeServiceCapability::RPC::Type> NodeCapabilities() {
 Status CheckPublishArguments(const csi::v1::NodePublishVolumeRequest& request) {
   if (request.volume_id().empty()) return Status::InvalidArgument("volume_id is required");
   if (request.target_path().empty()) return Status::InvalidArgument("target_path is required");
+  CERTMOUNT_RETURN_IF_ERROR(CheckPathShape("target_path", request.target_path()));
   if (!request.has_volume_capability()) {
     return Status::InvalidArgument("volume_capability is required");
   }
@@ -43,7 +69,11 @@ Status CheckPublishArguments(const csi::v1::NodePublishVolumeRequest& request) {
         "(`volumes: - csi: {driver: ...}`), and list `Ephemeral` in the CSIDriver's "
         "volumeLifecycleModes with podInfoOnMount: true");
   }
-  return ValidateVolumeId(request.volume_id());
+  CERTMOUNT_RETURN_IF_ERROR(ValidateVolumeId(request.volume_id()));
+  // Before anything parses, stores or logs the attributes.
+  std::map<std::string, std::string> context(request.volume_context().begin(),
+                                             request.volume_context().end());
+  return CheckAttributeBounds(context);
 }
 
 grpc::Status NodeService::NodePublishVolume(grpc::ServerContext*,
@@ -71,6 +101,7 @@ grpc::Status NodeService::NodeUnpublishVolume(grpc::ServerContext*,
     if (request->target_path().empty()) {
       return Status::InvalidArgument("target_path is required");
     }
+    CERTMOUNT_RETURN_IF_ERROR(CheckPathShape("target_path", request->target_path()));
     CERTMOUNT_RETURN_IF_ERROR(ValidateVolumeId(request->volume_id()));
     return publisher_->Unpublish(request->volume_id(), request->target_path());
   });

@@ -1,6 +1,7 @@
 #include "issue/private_key.h"
 
 #include <openssl/core_names.h>
+#include <openssl/evp.h>
 #include <openssl/obj_mac.h>
 #include <openssl/objects.h>
 #include <openssl/pem.h>
@@ -46,6 +47,27 @@ const EVP_MD* FetchForever(const char* name) {
   EVP_MD* md = EVP_MD_fetch(nullptr, name, nullptr);
   if (md == nullptr) DrainOpensslErrors();
   return md;
+}
+
+// What OpenSSL's generation callback checks while a key is made.
+struct GenerationLimits {
+  std::chrono::steady_clock::time_point deadline;
+  std::stop_token stop;
+  bool expired() const {
+    return stop.stop_requested() || std::chrono::steady_clock::now() >= deadline;
+  }
+};
+
+// Called by OpenSSL for each candidate prime and test round (many times a
+// second for RSA); returning 0 makes EVP_PKEY_generate fail at once.
+Status GenerationGivenUp(const GenerationLimits& limits) {
+  if (limits.stop.stop_requested()) return Status::Aborted("key generation cancelled");
+  return Status::DeadlineExceeded("key generation did not finish before the deadline");
+}
+
+int GenerationCallback(EVP_PKEY_CTX* ctx) {
+  const auto* limits = static_cast<const GenerationLimits*>(EVP_PKEY_CTX_get_app_data(ctx));
+  return limits != nullptr && limits->expired() ? 0 : 1;
 }
 
 }  // namespace
@@ -130,14 +152,28 @@ void KeyGenerator::ReturnContext(KeyAlgorithm algorithm, int key_size, CtxPtr ct
   if (idle.size() < kMaxIdleContexts) idle.push_back(std::move(ctx));
 }
 
-Result<PrivateKey> KeyGenerator::Generate(KeyAlgorithm algorithm, int key_size) {
+Result<PrivateKey> KeyGenerator::Generate(KeyAlgorithm algorithm, int key_size,
+                                          std::chrono::steady_clock::time_point deadline,
+                                          std::stop_token stop) {
   CERTMOUNT_ASSIGN_OR_RETURN(int size, ValidateKeyParameters(algorithm, key_size));
+  GenerationLimits limits{deadline, std::move(stop)};
+  if (limits.expired()) return GenerationGivenUp(limits);
   CERTMOUNT_ASSIGN_OR_RETURN(CtxPtr ctx, TakeContext(algorithm, size));
+  EVP_PKEY_CTX_set_app_data(ctx.get(), &limits);
+  EVP_PKEY_CTX_set_cb(ctx.get(), GenerationCallback);
   EVP_PKEY* raw = nullptr;
-  if (EVP_PKEY_generate(ctx.get(), &raw) <= 0) {
+  const int generated = EVP_PKEY_generate(ctx.get(), &raw);
+  if (generated <= 0) {
     // The context may be in an odd state after a failure; drop it.
+    if (limits.expired()) {
+      DrainOpensslErrors();
+      return GenerationGivenUp(limits);
+    }
     return Status::Internal(OpensslFailure("key generation failed"));
   }
+  // A pooled context must not point at this call's limits.
+  EVP_PKEY_CTX_set_cb(ctx.get(), nullptr);
+  EVP_PKEY_CTX_set_app_data(ctx.get(), nullptr);
   ReturnContext(algorithm, size, std::move(ctx));
   return PrivateKey::Adopt(raw);
 }
@@ -146,6 +182,12 @@ Result<PrivateKey> KeyGenerator::Generate(KeyAlgorithm algorithm, int key_size) 
 
 Result<PrivateKey> PrivateKey::Generate(KeyAlgorithm algorithm, int key_size) {
   return KeyGenerator::Shared().Generate(algorithm, key_size);
+}
+
+Result<PrivateKey> PrivateKey::Generate(KeyAlgorithm algorithm, int key_size,
+                                        std::chrono::steady_clock::time_point deadline,
+                                        std::stop_token stop) {
+  return KeyGenerator::Shared().Generate(algorithm, key_size, deadline, std::move(stop));
 }
 
 Result<PrivateKey> PrivateKey::Adopt(EVP_PKEY* raw) {

@@ -5,9 +5,11 @@
 
 #include <openssl/types.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -33,6 +35,14 @@ class PrivateKey {
   // P-521), Ed25519 ignores `key_size`; a size of 0 means the default (RSA
   // 2048, ECDSA 256). Other sizes are INVALID_ARGUMENT. Thread-safe.
   static Result<PrivateKey> Generate(KeyAlgorithm algorithm, int key_size);
+
+  // The same, but given up when `deadline` passes (DEADLINE_EXCEEDED) or
+  // `stop` is requested (ABORTED), checked from OpenSSL's generation
+  // callback; an RSA-8192 key can take many seconds and must not outlast a
+  // publish timeout or the shutdown grace.
+  static Result<PrivateKey> Generate(KeyAlgorithm algorithm, int key_size,
+                                     std::chrono::steady_clock::time_point deadline,
+                                     std::stop_token stop);
 
   // Parses a PEM private key in any unencrypted form (PKCS#1, SEC1 or PKCS#8).
   // Only RSA, ECDSA on P-256/P-384/P-521 and Ed25519 keys are accepted;
@@ -95,8 +105,12 @@ class KeyGenerator {
   KeyGenerator(const KeyGenerator&) = delete;
   KeyGenerator& operator=(const KeyGenerator&) = delete;
 
-  // A fresh key; same contract as PrivateKey::Generate.
-  Result<PrivateKey> Generate(KeyAlgorithm algorithm, int key_size);
+  // A fresh key; same contract as PrivateKey::Generate (with a deadline:
+  // time_point::max() and an empty stop_token never give up).
+  Result<PrivateKey> Generate(
+      KeyAlgorithm algorithm, int key_size,
+      std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max(),
+      std::stop_token stop = {});
 
   // The instance PrivateKey::Generate uses; never destroyed.
   static KeyGenerator& Shared();

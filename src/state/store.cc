@@ -17,6 +17,10 @@ namespace certmount {
 namespace {
 
 constexpr int kBusyTimeoutMs = 5000;
+// What the WAL is cut back to once a checkpoint has copied it all: without a
+// limit it keeps the largest size it ever reached (an admin's long read lets
+// it grow), and SQLite reuses the file from its start without shrinking it.
+constexpr int64_t kJournalSizeLimitBytes = 4 * 1024 * 1024;
 
 // kubelet puts the pod's service account tokens into the volume context under
 // this key when the CSIDriver asks for them; they must never reach the disk.
@@ -224,7 +228,25 @@ Status ApplyConnectionSettings(SQLite::Database& db) {
   // lock, which serialised concurrent publishes (docs/performance.md).
   db.exec("PRAGMA synchronous = NORMAL");
   db.exec("PRAGMA foreign_keys = ON");
+  // With the default automatic checkpoint (every 1000 pages), the first
+  // write after the last reader of an old snapshot lets go restarts the WAL
+  // and truncates it to this size (docs/state.md).
+  db.exec("PRAGMA journal_size_limit = " + std::to_string(kJournalSizeLimitBytes));
   return Status::Ok();
+}
+
+// PRAGMA quick_check: the b-tree structure of every table and index (not
+// index-to-table agreement). A damaged file is refused at open rather than
+// found out by whichever query first reads the bad page.
+Status CheckNotDamaged(SQLite::Database& db, const std::string& db_path) {
+  SQLite::Statement check(db, "PRAGMA quick_check(5)");
+  std::string problems;
+  while (check.executeStep()) {
+    const std::string line = check.getColumn(0).getString();
+    if (line == "ok") return Status::Ok();
+    problems += (problems.empty() ? "" : "; ") + line;
+  }
+  return DamagedDatabase(db_path, "quick_check: " + problems.substr(0, 512));
 }
 
 }  // namespace
@@ -251,6 +273,7 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& db_path, const Clo
     // schema is refused with the file untouched.
     CERTMOUNT_ASSIGN_OR_RETURN(int version, ReadSchemaVersion(*db, db_path));
     CERTMOUNT_RETURN_IF_ERROR(CheckSchemaNotNewer(version, migrations, db_path));
+    CERTMOUNT_RETURN_IF_ERROR(CheckNotDamaged(*db, db_path));
     CERTMOUNT_RETURN_IF_ERROR(ApplyConnectionSettings(*db));
     CERTMOUNT_ASSIGN_OR_RETURN(version, ApplyMigrations(*db, migrations, db_path));
     return std::make_unique<Store>(ConstructionKey<Store>(), std::move(db), db_path, clock,

@@ -36,9 +36,12 @@ class StatementCache;
 class Store {
  public:
   // Opens (creating with mode 0600 if absent) the database at `db_path`, sets
-  // WAL, synchronous=FULL, foreign_keys=ON and a 5 s busy timeout, and applies
-  // pending migrations. FAILED_PRECONDITION, without changing the file, when
-  // its schema is newer than this binary knows; DATA_LOSS when it is damaged.
+  // WAL, synchronous=NORMAL, foreign_keys=ON, a 4 MiB journal_size_limit and
+  // a 5 s busy timeout, and applies pending migrations. FAILED_PRECONDITION,
+  // without changing the file, when its schema is newer than this binary
+  // knows; DATA_LOSS, also without changing it, when it is damaged (SQLite
+  // says so, or PRAGMA quick_check finds a problem), with a message naming
+  // the recovery procedure in docs/state.md.
   // `clock` stamps every row and must outlive the Store.
   static Result<std::unique_ptr<Store>> Open(const std::string& db_path, const Clock& clock);
 

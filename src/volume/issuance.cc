@@ -10,7 +10,13 @@ namespace certmount {
 
 namespace {
 
-Result<PrivateKey> KeyFor(const IssuanceRequest& request, Env* env) {
+// When key generation must give up: the issuance's deadline or its stop.
+struct KeyDeadline {
+  std::chrono::steady_clock::time_point deadline;
+  std::stop_token stop;
+};
+
+Result<PrivateKey> KeyFor(const IssuanceRequest& request, Env* env, const KeyDeadline& limits) {
   const CertificateSpec& spec = *request.spec;
   if (request.reuse_existing_key) {
     Result<std::string> pem = env->ReadFile(request.layout.data + "/" + spec.private_key_file);
@@ -21,7 +27,7 @@ Result<PrivateKey> KeyFor(const IssuanceRequest& request, Env* env) {
     // A missing or unreadable key cannot be reused; a new one keeps the
     // volume working, which is what the pod needs most.
   }
-  return PrivateKey::Generate(spec.key_algorithm, spec.key_size);
+  return PrivateKey::Generate(spec.key_algorithm, spec.key_size, limits.deadline, limits.stop);
 }
 
 void Notify(const IssuanceRequest& request, IssuanceStep step) {
@@ -41,9 +47,10 @@ struct KeyAndCsr {
   std::string csr_pem;
 };
 
-Result<KeyAndCsr> FreshKeyAndCsr(const IssuanceRequest& request, Env* env) {
+Result<KeyAndCsr> FreshKeyAndCsr(const IssuanceRequest& request, Env* env,
+                                 const KeyDeadline& limits) {
   const CertificateSpec& spec = *request.spec;
-  CERTMOUNT_ASSIGN_OR_RETURN(PrivateKey key, KeyFor(request, env));
+  CERTMOUNT_ASSIGN_OR_RETURN(PrivateKey key, KeyFor(request, env, limits));
   CERTMOUNT_ASSIGN_OR_RETURN(std::string key_pem, key.ToPem(spec.key_encoding));
   CERTMOUNT_ASSIGN_OR_RETURN(std::string csr, BuildCsrPem(key, spec));
   return KeyAndCsr{std::move(key), std::move(key_pem), std::move(csr)};
@@ -63,14 +70,15 @@ void RemovePending(const VolumeLayout& layout, Env* env) {
 
 // The pending key and CSR when a previous attempt left both readable, else
 // new ones, saved as pending before they are used.
-Result<KeyAndCsr> ResumableKeyAndCsr(const IssuanceRequest& request, Env* env) {
+Result<KeyAndCsr> ResumableKeyAndCsr(const IssuanceRequest& request, Env* env,
+                                     const KeyDeadline& limits) {
   Result<std::string> key_pem = env->ReadFile(PendingKeyPath(request.layout));
   Result<std::string> csr_pem = env->ReadFile(PendingCsrPath(request.layout));
   if (key_pem.ok() && csr_pem.ok()) {
     Result<PrivateKey> key = PrivateKey::FromPem(*key_pem);
     if (key.ok()) return KeyAndCsr{std::move(*key), std::move(*key_pem), std::move(*csr_pem)};
   }
-  CERTMOUNT_ASSIGN_OR_RETURN(KeyAndCsr fresh, FreshKeyAndCsr(request, env));
+  CERTMOUNT_ASSIGN_OR_RETURN(KeyAndCsr fresh, FreshKeyAndCsr(request, env, limits));
   CERTMOUNT_RETURN_IF_ERROR(env->CreateDirectories(request.layout.private_dir, 0700));
   // The key first: a CSR without its key could never be completed.
   CERTMOUNT_RETURN_IF_ERROR(WritePrivate(PendingKeyPath(request.layout), fresh.key_pem, env));
@@ -95,8 +103,10 @@ Result<IssuedCertificateFields> IssueIntoVolume(const IssuanceRequest& request, 
                                                 std::chrono::steady_clock::time_point deadline,
                                                 std::stop_token stop) {
   const CertificateSpec& spec = *request.spec;
-  CERTMOUNT_ASSIGN_OR_RETURN(KeyAndCsr made, request.resumable ? ResumableKeyAndCsr(request, env)
-                                                               : FreshKeyAndCsr(request, env));
+  const KeyDeadline limits{deadline, stop};
+  CERTMOUNT_ASSIGN_OR_RETURN(KeyAndCsr made, request.resumable
+                                                 ? ResumableKeyAndCsr(request, env, limits)
+                                                 : FreshKeyAndCsr(request, env, limits));
   PrivateKey& key = made.key;
   std::string& key_pem = made.key_pem;
   Notify(request, IssuanceStep::kKeyGenerated);

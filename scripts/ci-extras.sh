@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The verification habits CI runs after the test suite (docs/verification.md):
+# every fuzz target for a short fixed time, the suite under ASan + UBSan, the
+# concurrency-heavy tests under TSan, and a short crash-torture campaign.
+# Prints how long each step took.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step() {
+  local name="$1"
+  shift
+  local started=$SECONDS
+  echo "ci-extras: $name"
+  "$@"
+  echo "ci-extras: $name took $((SECONDS - started)) s"
+}
+step "fuzz (${FUZZ_SECONDS:=20} s per target)" env FUZZ_SECONDS="$FUZZ_SECONDS" bash scripts/fuzz.sh
+step "ASan + UBSan suite" bash scripts/sanitize.sh address
+step "TSan concurrency tests" bash scripts/sanitize.sh thread
+step "crash torture (${TORTURE_KILLS:=20} kills)" env TORTURE_KILLS="$TORTURE_KILLS" bash scripts/torture.sh
