@@ -24,7 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 constexpr char kPrefix[] = "csi.cert-manager.io/";
 
-std::map<std::string, std::string> Attrs(std::initializer_list<std::pair<const std::string, std::string>> extra) {
+std::map<std::string, std::string> Attrs(
+    std::initializer_list<std::pair<const std::string, std::string>> extra) {
   std::map<std::string, std::string> out = {{std::string(kPrefix) + "issuer-name", "local"}};
   for (const auto& [k, v] : extra) out[std::string(kPrefix) + k] = v;
   return out;
@@ -50,8 +51,10 @@ class PublishTest : public ::testing::Test {
   grpc::Status Publish(const std::string& volume_id, const std::string& target,
                        const std::map<std::string, std::string>& attributes,
                        const std::string& volume_mount_group = "") {
-    csi::v1::NodePublishVolumeRequest request = KubeletPublishRequest(volume_id, target, attributes);
-    request.mutable_volume_capability()->mutable_mount()->set_volume_mount_group(volume_mount_group);
+    csi::v1::NodePublishVolumeRequest request =
+        KubeletPublishRequest(volume_id, target, attributes);
+    request.mutable_volume_capability()->mutable_mount()->set_volume_mount_group(
+        volume_mount_group);
     csi::v1::NodePublishVolumeResponse response;
     return daemon_->node().NodePublishVolume(CallContext().get(), request, &response);
   }
@@ -121,13 +124,15 @@ TEST_F(PublishTest, IssuesVerifiableCertificateOnReadOnlyMount) {
 
   // Recorded as mounted with the certificate's fields, in the same row.
   SQLite::Database db(daemon_->data_root() + "/state.db", SQLite::OPEN_READONLY);
-  SQLite::Statement row(db,
-                        "SELECT mounted, serial, not_after, next_issuance_at, pod_name, pod_namespace,"
-                        " target_path FROM volumes WHERE volume_id = 'csi-a'");
+  SQLite::Statement row(
+      db,
+      "SELECT mounted, serial, not_after, next_issuance_at, pod_name, pod_namespace,"
+      " target_path FROM volumes WHERE volume_id = 'csi-a'");
   ASSERT_TRUE(row.executeStep());
   EXPECT_EQ(row.getColumn(0).getInt(), 1);
   EXPECT_EQ(row.getColumn(2).getInt64(), cert.not_after);
-  EXPECT_EQ(row.getColumn(3).getInt64(), cert.not_before + (cert.not_after - cert.not_before) * 2 / 3);
+  EXPECT_EQ(row.getColumn(3).getInt64(),
+            cert.not_before + (cert.not_after - cert.not_before) * 2 / 3);
   EXPECT_EQ(row.getColumn(4).getString(), "web-0");
   EXPECT_EQ(row.getColumn(5).getString(), "default");
   EXPECT_EQ(row.getColumn(6).getString(), target);
@@ -137,8 +142,8 @@ TEST_F(PublishTest, IssuesVerifiableCertificateOnReadOnlyMount) {
   EXPECT_EQ(serial, serial_digits);
   // No private key material in the database file.
   const std::string key_pem = ReadAll(target + "/tls.key");
-  const std::string db_bytes = ReadAll(daemon_->data_root() + "/state.db") +
-                               ReadAll(daemon_->data_root() + "/state.db-wal");
+  const std::string db_bytes =
+      ReadAll(daemon_->data_root() + "/state.db") + ReadAll(daemon_->data_root() + "/state.db-wal");
   EXPECT_EQ(db_bytes.find("PRIVATE KEY"), std::string::npos);
 }
 
@@ -149,12 +154,18 @@ TEST_F(PublishTest, KeyAlgorithmsSizesAndEncodings) {
     int bits;
     std::string label;
   } cases[] = {
-      {{}, "EC", 256, "EC PRIVATE KEY"},
-      {{{"key-algorithm", "ECDSA"}, {"key-size", "384"}}, "EC", 384, "EC PRIVATE KEY"},
-      {{{"key-algorithm", "ECDSA"}, {"key-size", "521"}, {"key-encoding", "PKCS8"}}, "EC", 521,
+      // csi-driver's defaults: RSA 2048 PKCS#1; ECDSA P-256 and Ed25519 PKCS#8.
+      {{}, "RSA", 2048, "RSA PRIVATE KEY"},
+      {{{"key-algorithm", "ecdsa"}}, "EC", 256, "PRIVATE KEY"},
+      {{{"key-algorithm", "ECDSA"}, {"key-size", "384"}}, "EC", 384, "PRIVATE KEY"},
+      {{{"key-algorithm", "ECDSA"}, {"key-size", "521"}, {"key-encoding", "pkcs8"}},
+       "EC",
+       521,
        "PRIVATE KEY"},
       {{{"key-algorithm", "RSA"}, {"key-size", "2048"}}, "RSA", 2048, "RSA PRIVATE KEY"},
-      {{{"key-algorithm", "RSA"}, {"key-size", "3072"}, {"key-encoding", "PKCS8"}}, "RSA", 3072,
+      {{{"key-algorithm", "RSA"}, {"key-size", "3072"}, {"key-encoding", "PKCS8"}},
+       "RSA",
+       3072,
        "PRIVATE KEY"},
       {{{"key-algorithm", "Ed25519"}}, "ED25519", 256, "PRIVATE KEY"},
   };
@@ -215,7 +226,8 @@ TEST_F(PublishTest, FilesFollowFsGroupAndVolumeMountGroup) {
 
   // fs-group wins over kubelet's volume_mount_group.
   const std::string b = Target("pod-g2");
-  ASSERT_TRUE(Publish("csi-g2", b, Attrs({{"common-name", "g"}, {"fs-group", "3456"}}), "2345").ok());
+  ASSERT_TRUE(
+      Publish("csi-g2", b, Attrs({{"common-name", "g"}, {"fs-group", "3456"}}), "2345").ok());
   ASSERT_EQ(stat((b + "/tls.key").c_str(), &st), 0);
   EXPECT_EQ(st.st_gid, 3456u);
 
@@ -305,12 +317,14 @@ TEST_F(PublishTest, BadAttributesAreInvalidArgumentAndLeaveNothing) {
 TEST_F(PublishTest, TargetOutsideRootOrThroughSymlinkIsInvalidArgument) {
   TempDir outside;
   fs::create_directories(outside.path() / "x");
-  grpc::Status status = Publish("csi-o", (outside.path() / "x/mount").string(), Attrs({{"common-name", "o"}}));
+  grpc::Status status =
+      Publish("csi-o", (outside.path() / "x/mount").string(), Attrs({{"common-name", "o"}}));
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
 
   // A symlink inside the pods directory pointing out of it.
   fs::create_directory_symlink(outside.path(), daemon_->target_root() + "/evil");
-  status = Publish("csi-s", daemon_->target_root() + "/evil/x/mount", Attrs({{"common-name", "s"}}));
+  status =
+      Publish("csi-s", daemon_->target_root() + "/evil/x/mount", Attrs({{"common-name", "s"}}));
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
   EXPECT_FALSE(fs::exists(outside.path() / "x/mount"));
   EXPECT_EQ(RowCount(), 0);
