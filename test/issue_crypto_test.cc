@@ -38,6 +38,27 @@ X509Ptr ParseCert(const std::string& pem) {
 
 std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
 
+// What `command` prints on stdout (and stderr), or "" when it cannot run.
+std::string CommandOutput(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return output;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
+  pclose(pipe);
+  return output;
+}
+
+// `openssl x509 -noout -serial` of the first certificate in `pem`, e.g.
+// "serial=0A1B", without the newline.
+std::string OpensslSerial(const std::string& pem) {
+  TempDir dir;
+  std::string path = dir.Sub("cert.pem");
+  std::ofstream(path) << pem;
+  return FirstLine(CommandOutput("openssl x509 -noout -serial -in " + path));
+}
+
 // (short name, value) pairs of a name, in ASN.1 order.
 std::vector<std::pair<std::string, std::string>> NameEntries(const X509_NAME* name) {
   std::vector<std::pair<std::string, std::string>> entries;
@@ -351,15 +372,29 @@ TEST(CertificateInfoTest, ParsesLeafOfChain) {
   EXPECT_EQ(info->not_after, clock.NowUnix() + 3600);
   EXPECT_EQ(info->subject, "serialNumber=1234,CN=web,OU=Platform,O=Example Inc,L=Berlin,C=DE");
   EXPECT_EQ(info->dns_names, (std::vector<std::string>{"web.example.com", "*.web.example.com"}));
+  EXPECT_EQ("serial=" + info->serial_hex, OpensslSerial(issued->certificate_chain_pem));
+
+  // A serial whose first byte is below 0x10 keeps its leading zero, and
+  // zero is printed as one byte, both as `openssl x509 -serial` prints them.
   X509Ptr leaf = ParseCert(issued->certificate_chain_pem);
-  BignumPtr serial(ASN1_INTEGER_to_BN(X509_get0_serialNumber(leaf.get()), nullptr));
-  char* hex = BN_bn2hex(serial.get());
-  std::string expected(hex);
-  OPENSSL_free(hex);
-  for (char& ch : expected) ch = static_cast<char>(std::tolower(ch));
-  expected.erase(0, expected.find_first_not_of('0'));
-  EXPECT_EQ(info->serial_hex, expected);
-  EXPECT_FALSE(info->serial_hex.empty());
+  for (const char* serial_text : {"0A1B", "00", "7F", "01FF00"}) {
+    BIGNUM* number = nullptr;
+    ASSERT_GT(BN_hex2bn(&number, serial_text), 0);
+    BignumPtr owned(number);
+    ASN1_INTEGER* integer = BN_to_ASN1_INTEGER(number, nullptr);
+    ASSERT_NE(integer, nullptr);
+    ASSERT_EQ(X509_set_serialNumber(leaf.get(), integer), 1);
+    ASN1_INTEGER_free(integer);
+    // Re-signing re-encodes the certificate (any key: only parsing follows).
+    ASSERT_GT(X509_sign(leaf.get(), key->get(), Sha256Digest()), 0);
+    BioPtr bio(BIO_new(BIO_s_mem()));
+    ASSERT_EQ(PEM_write_bio_X509(bio.get(), leaf.get()), 1);
+    std::string pem = BioContents(bio.get());
+    Result<CertificateInfo> changed = ParseLeafCertificate(pem);
+    ASSERT_TRUE(changed.ok()) << changed.status().ToString();
+    EXPECT_EQ(changed->serial_hex, serial_text);
+    EXPECT_EQ("serial=" + changed->serial_hex, OpensslSerial(pem));
+  }
 }
 
 TEST(CertificateInfoTest, RejectsGarbageWithoutCrashing) {
@@ -401,9 +436,20 @@ class Pkcs12Test : public ::testing::Test {
   IssuedCertificate issued_;
 };
 
-TEST_F(Pkcs12Test, OpensWithPasswordOnly) {
-  Result<std::string> der =
-      BuildPkcs12(*key_, issued_.certificate_chain_pem, issued_.ca_pem, "s3cret");
+struct ProfileCase {
+  const char* name;
+  Pkcs12Profile profile;
+  int mac_nid;
+  // Must appear in `openssl pkcs12 -info` (with -legacy where needed).
+  std::vector<std::string> info;
+  bool needs_legacy_flag;
+};
+
+class Pkcs12ProfileTest : public Pkcs12Test, public ::testing::WithParamInterface<ProfileCase> {};
+
+TEST_P(Pkcs12ProfileTest, OpensWithPasswordOnly) {
+  Result<std::string> der = BuildPkcs12(*key_, issued_.certificate_chain_pem, issued_.ca_pem,
+                                        "s3cret", GetParam().profile);
   ASSERT_TRUE(der.ok()) << der.status().ToString();
 
   const unsigned char* cursor = reinterpret_cast<const unsigned char*>(der->data());
@@ -412,50 +458,80 @@ TEST_F(Pkcs12Test, OpensWithPasswordOnly) {
   EXPECT_EQ(PKCS12_verify_mac(p12.get(), "wrong", -1), 0);
   EXPECT_EQ(PKCS12_verify_mac(p12.get(), "s3cret", -1), 1);
 
-  EVP_PKEY* parsed_key = nullptr;
-  X509* parsed_cert = nullptr;
-  STACK_OF(X509)* parsed_ca = nullptr;
-  EXPECT_EQ(PKCS12_parse(p12.get(), "wrong", &parsed_key, &parsed_cert, &parsed_ca), 0);
-  DrainOpensslErrors();
-  ASSERT_EQ(PKCS12_parse(p12.get(), "s3cret", &parsed_key, &parsed_cert, &parsed_ca), 1);
-  EvpPkeyPtr owned_key(parsed_key);
-  X509Ptr owned_cert(parsed_cert);
-  X509StackPtr owned_ca(parsed_ca);
-  EXPECT_EQ(EVP_PKEY_eq(owned_key.get(), key_->get()), 1);
-  EXPECT_EQ(X509_cmp(owned_cert.get(), ParseCert(issued_.certificate_chain_pem).get()), 0);
-  ASSERT_EQ(sk_X509_num(owned_ca.get()), 1);
-  EXPECT_EQ(X509_cmp(sk_X509_value(owned_ca.get(), 0), ParseCert(issued_.ca_pem).get()), 0);
-
-  // The MAC is SHA-256, not PKCS12_create's SHA-1 default.
   const X509_ALGOR* mac_algorithm = nullptr;
   PKCS12_get0_mac(nullptr, &mac_algorithm, nullptr, nullptr, p12.get());
   const ASN1_OBJECT* mac_object = nullptr;
   X509_ALGOR_get0(&mac_object, nullptr, nullptr, mac_algorithm);
-  EXPECT_EQ(OBJ_obj2nid(mac_object), NID_sha256);
+  EXPECT_EQ(OBJ_obj2nid(mac_object), GetParam().mac_nid);
+  DrainOpensslErrors();
 }
 
-TEST_F(Pkcs12Test, OpensslCliReadsIt) {
+TEST_P(Pkcs12ProfileTest, OpensslCliReadsItWithTheKeyAndChain) {
   if (std::system("command -v openssl >/dev/null 2>&1") != 0) GTEST_SKIP() << "no openssl CLI";
-  Result<std::string> der = BuildPkcs12(*key_, issued_.certificate_chain_pem, issued_.ca_pem, "pw");
-  ASSERT_TRUE(der.ok());
+  Result<std::string> der =
+      BuildPkcs12(*key_, issued_.certificate_chain_pem, issued_.ca_pem, "pw", GetParam().profile);
+  ASSERT_TRUE(der.ok()) << der.status().ToString();
   TempDir dir;
   std::string path = dir.Sub("keystore.p12");
   std::ofstream(path, std::ios::binary) << *der;
-  std::string info = dir.Sub("info.txt");
-  EXPECT_EQ(std::system(("openssl pkcs12 -in " + path + " -passin pass:pw -noout").c_str()), 0);
-  EXPECT_NE(
-      std::system(("openssl pkcs12 -in " + path + " -passin pass:nope -noout 2>/dev/null").c_str()),
-      0);
-  ASSERT_EQ(std::system(
-                ("openssl pkcs12 -in " + path + " -passin pass:pw -noout -info >" + info + " 2>&1")
-                    .c_str()),
-            0);
-  std::ifstream in(info);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_NE(text.find("MAC: sha256"), std::string::npos) << text;
-  EXPECT_NE(text.find("AES-256-CBC"), std::string::npos) << text;
-  EXPECT_NE(text.find("hmacWithSHA256"), std::string::npos) << text;
-  EXPECT_EQ(text.find("RC2"), std::string::npos) << text;
+  const std::string plain_read = "openssl pkcs12 -in " + path;
+  const std::string read =
+      GetParam().needs_legacy_flag ? "openssl pkcs12 -legacy -in " + path : plain_read;
+  if (GetParam().needs_legacy_flag) {
+    // OpenSSL 3 refuses RC2 without its legacy provider: the old-reader
+    // format is really what was written.
+    EXPECT_NE(std::system((plain_read + " -passin pass:pw -noout >/dev/null 2>&1").c_str()), 0);
+  }
+  EXPECT_NE(std::system((read + " -passin pass:nope -noout >/dev/null 2>&1").c_str()), 0);
+  std::string info = CommandOutput(read + " -passin pass:pw -noout -info");
+  for (const std::string& expected : GetParam().info) {
+    EXPECT_NE(info.find(expected), std::string::npos) << expected << " in\n" << info;
+  }
+  // Key and both certificates come out, the key matching the leaf.
+  std::string pem = CommandOutput(read + " -passin pass:pw -nodes");
+  EXPECT_NE(pem.find("PRIVATE KEY-----"), std::string::npos) << pem;
+  size_t certificates = 0;
+  for (size_t at = pem.find("BEGIN CERTIFICATE"); at != std::string::npos;
+       at = pem.find("BEGIN CERTIFICATE", at + 1)) {
+    ++certificates;
+  }
+  EXPECT_EQ(certificates, 2u) << pem;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Profiles, Pkcs12ProfileTest,
+    ::testing::Values(
+        // csi-driver's format (go-pkcs12's legacy encoder), the default.
+        ProfileCase{"LegacyRC2",
+                    Pkcs12Profile::kLegacyRc2,
+                    NID_sha1,
+                    {"MAC: sha1", "pbeWithSHA1And40BitRC2-CBC", "pbeWithSHA1And3-KeyTripleDES-CBC"},
+                    true},
+        ProfileCase{"LegacyDES",
+                    Pkcs12Profile::kLegacyDes,
+                    NID_sha1,
+                    {"MAC: sha1", "pbeWithSHA1And3-KeyTripleDES-CBC"},
+                    false},
+        ProfileCase{"Modern2023",
+                    Pkcs12Profile::kModern2023,
+                    NID_sha256,
+                    {"MAC: sha256", "AES-256-CBC", "hmacWithSHA256"},
+                    false}),
+    [](const ::testing::TestParamInfo<ProfileCase>& info) { return std::string(info.param.name); });
+
+TEST_F(Pkcs12Test, DefaultProfileIsCsiDriversLegacyRc2) {
+  Result<std::string> by_default =
+      BuildPkcs12(*key_, issued_.certificate_chain_pem, issued_.ca_pem, "pw");
+  ASSERT_TRUE(by_default.ok()) << by_default.status().ToString();
+  const unsigned char* cursor = reinterpret_cast<const unsigned char*>(by_default->data());
+  Pkcs12Ptr p12(d2i_PKCS12(nullptr, &cursor, static_cast<long>(by_default->size())));
+  ASSERT_NE(p12, nullptr);
+  const X509_ALGOR* mac_algorithm = nullptr;
+  PKCS12_get0_mac(nullptr, &mac_algorithm, nullptr, nullptr, p12.get());
+  const ASN1_OBJECT* mac_object = nullptr;
+  X509_ALGOR_get0(&mac_object, nullptr, nullptr, mac_algorithm);
+  EXPECT_EQ(OBJ_obj2nid(mac_object), NID_sha1);
+  EXPECT_EQ(CertificateSpec().pkcs12_profile, Pkcs12Profile::kLegacyRc2);
 }
 
 TEST_F(Pkcs12Test, RejectsMismatchedKeyAndEmptyChain) {

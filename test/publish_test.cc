@@ -150,9 +150,11 @@ TEST_F(PublishTest, KeyAlgorithmsSizesAndEncodings) {
     int bits;
     std::string label;
   } cases[] = {
-      {{}, "EC", 256, "EC PRIVATE KEY"},
-      {{{"key-algorithm", "ECDSA"}, {"key-size", "384"}}, "EC", 384, "EC PRIVATE KEY"},
-      {{{"key-algorithm", "ECDSA"}, {"key-size", "521"}, {"key-encoding", "PKCS8"}},
+      // csi-driver's defaults: RSA 2048 PKCS#1; ECDSA P-256 and Ed25519 PKCS#8.
+      {{}, "RSA", 2048, "RSA PRIVATE KEY"},
+      {{{"key-algorithm", "ecdsa"}}, "EC", 256, "PRIVATE KEY"},
+      {{{"key-algorithm", "ECDSA"}, {"key-size", "384"}}, "EC", 384, "PRIVATE KEY"},
+      {{{"key-algorithm", "ECDSA"}, {"key-size", "521"}, {"key-encoding", "pkcs8"}},
        "EC",
        521,
        "PRIVATE KEY"},

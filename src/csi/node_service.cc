@@ -86,6 +86,13 @@ grpc::Status NodeService::NodePublishVolume(grpc::ServerContext*,
     publish.target_path = request->target_path();
     publish.volume_context.insert(request->volume_context().begin(),
                                   request->volume_context().end());
+    // KEP-5538: with the CSIDriver's serviceAccountTokenInSecrets kubelet
+    // sends the pod's tokens in `secrets` instead; they win over the volume
+    // context's. Like those, they are never logged or stored.
+    auto tokens = request->secrets().find(std::string(kServiceAccountTokens));
+    if (tokens != request->secrets().end()) {
+      publish.volume_context[std::string(kServiceAccountTokens)] = tokens->second;
+    }
     if (request->volume_capability().has_mount()) {
       publish.volume_mount_group = request->volume_capability().mount().volume_mount_group();
     }

@@ -1,40 +1,10 @@
-// Attribute reference. Keys marked (csi-driver) are cert-manager csi-driver's
-// and keep its meaning and defaults; the rest are this driver's additions
-// and follow the same naming scheme (cert-manager's Certificate field names
-// in kebab case).
-//
-//   issuer-name (required), issuer-kind [Issuer], issuer-group
-//     [cert-manager.io]                                         (csi-driver)
-//   common-name, dns-names, ip-sans, uri-sans                   (csi-driver)
-//   email-sans, literal-subject, organizations, organizational-units,
-//     countries, provinces, localities, street-addresses, postal-codes,
-//     serial-number
-//   duration [2160h], renew-before [issuer's choice], is-ca [false],
-//     key-usages [digital signature,key encipherment], key-encoding [PKCS1],
-//     key-algorithm [ECDSA], key-size [2048 RSA, 256 ECDSA],
-//     reuse-private-key [false]                                 (csi-driver)
-//   certificate-file [tls.crt], privatekey-file [tls.key], ca-file [ca.crt],
-//     fs-group, pkcs12-enable, pkcs12-filename [keystore.p12],
-//     pkcs12-password                                           (csi-driver)
-//
-// Decisions where csi-driver is silent or lax:
-// - An empty value means "not set", as in csi-driver's defaulting.
-// - Unknown csi.cert-manager.io/ keys are rejected (csi-driver ignores them):
-//   a misspelt key must not silently issue a different certificate.
-// - Keys without a domain ("issuer-name") are rejected for the same reason;
-//   csi-driver ignores them. Keys of other domains become annotations and
-//   must be valid Kubernetes annotation keys, since the cert-manager issuer
-//   puts them on a CertificateRequest.
-// - Variables are only the ${NAME} form; csi-driver's os.Expand also reads
-//   "$NAME", which here stays literal so that a '$' in a URI survives.
-//   Unknown variables are errors instead of expanding to "".
-// - duration may be as short as 1s (cert-manager's Certificate wants 1h) so
-//   that tests can watch renewals; durations must be whole seconds because
-//   X.509 validity has one-second resolution.
-// - Ed25519 keys have no PKCS#1 form: an explicit PKCS1 is rejected, and
-//   the default becomes PKCS8.
-// - Subject fields are checked against the X.520 length limits OpenSSL
-//   enforces, so the mistake is reported against the attribute.
+// Attribute parsing with cert-manager csi-driver's key names, defaults and
+// rules (its pkg/apis/v1alpha1/types.go, defaults, validation and
+// requestgen). docs/attributes.md is the reference: one table of every key,
+// what certmount does, and each remaining difference with its reason.
+// certmount's own additions: email-sans, pkcs12-profile, and the hyphenated
+// spellings organizational-units, street-addresses, postal-codes and
+// serial-number of csi-driver's keys.
 #include "issue/attributes.h"
 
 #include <arpa/inet.h>
@@ -66,13 +36,13 @@ constexpr std::string_view kIssuerGroup = "issuer-group";
 constexpr std::string_view kCommonName = "common-name";
 constexpr std::string_view kLiteralSubject = "literal-subject";
 constexpr std::string_view kOrganizations = "organizations";
-constexpr std::string_view kOrganizationalUnits = "organizational-units";
+constexpr std::string_view kOrganizationalUnits = "organizationalunits";
 constexpr std::string_view kCountries = "countries";
 constexpr std::string_view kProvinces = "provinces";
 constexpr std::string_view kLocalities = "localities";
-constexpr std::string_view kStreetAddresses = "street-addresses";
-constexpr std::string_view kPostalCodes = "postal-codes";
-constexpr std::string_view kSerialNumber = "serial-number";
+constexpr std::string_view kStreetAddresses = "streetaddresses";
+constexpr std::string_view kPostalCodes = "postalcodes";
+constexpr std::string_view kSerialNumber = "serialnumber";
 constexpr std::string_view kDnsNames = "dns-names";
 constexpr std::string_view kIpSans = "ip-sans";
 constexpr std::string_view kUriSans = "uri-sans";
@@ -92,15 +62,24 @@ constexpr std::string_view kFsGroup = "fs-group";
 constexpr std::string_view kPkcs12Enable = "pkcs12-enable";
 constexpr std::string_view kPkcs12Filename = "pkcs12-filename";
 constexpr std::string_view kPkcs12Password = "pkcs12-password";
+constexpr std::string_view kPkcs12Profile = "pkcs12-profile";
 
-constexpr std::array<std::string_view, 32> kKnownAttributes = {
+// certmount's earlier hyphenated spellings of csi-driver's keys, still read.
+constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kAliases = {{
+    {kOrganizationalUnits, "organizational-units"},
+    {kStreetAddresses, "street-addresses"},
+    {kPostalCodes, "postal-codes"},
+    {kSerialNumber, "serial-number"},
+}};
+
+constexpr std::array<std::string_view, 33> kKnownAttributes = {
     kIssuerName,      kIssuerKind,          kIssuerGroup,  kCommonName,  kLiteralSubject,
     kOrganizations,   kOrganizationalUnits, kCountries,    kProvinces,   kLocalities,
     kStreetAddresses, kPostalCodes,         kSerialNumber, kDnsNames,    kIpSans,
     kUriSans,         kEmailSans,           kDuration,     kRenewBefore, kIsCa,
     kKeyUsages,       kKeyAlgorithm,        kKeySize,      kKeyEncoding, kReusePrivateKey,
     kCertificateFile, kPrivateKeyFile,      kCaFile,       kFsGroup,     kPkcs12Enable,
-    kPkcs12Filename,  kPkcs12Password};
+    kPkcs12Filename,  kPkcs12Password,      kPkcs12Profile};
 
 // cert-manager's KeyUsage names (key usages and extended key usages).
 constexpr std::array<std::string_view, 23> kKnownUsages = {"signing",
@@ -144,6 +123,13 @@ std::string Quote(std::string_view value) {
   return quoted;
 }
 
+bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
 // "csi.cert-manager.io/<name>: <rule>"
 Status Invalid(std::string_view name, std::string_view rule) {
   return Status::InvalidArgument(FullKey(name) + ": " + std::string(rule));
@@ -177,15 +163,50 @@ std::string_view Trim(std::string_view s) {
   return s.substr(begin, end - begin + 1);
 }
 
-std::vector<std::string> SplitList(std::string_view list) {
+// Splits a comma-separated value as one CSV record, csi-driver's list form
+// extended by CSV quoting: an item whose first non-blank character is '"'
+// runs to the matching '"' ("" inside is one '"'), so `"Acme, Inc.",Other`
+// is two items. Elsewhere '"' is an ordinary character, so every value
+// without a leading quote splits exactly as csi-driver splits it. Items are
+// trimmed and empty ones dropped. An unterminated quote, or text after a
+// closing quote, is an error naming the item.
+Result<std::vector<std::string>> SplitList(std::string_view list) {
   std::vector<std::string> items;
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t comma = list.find(',', start);
-    if (comma == std::string_view::npos) comma = list.size();
-    std::string_view item = Trim(list.substr(start, comma - start));
-    if (!item.empty()) items.emplace_back(item);
-    start = comma + 1;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    while (pos < list.size() &&
+           (list[pos] == ' ' || list[pos] == '\t' || list[pos] == '\r' || list[pos] == '\n')) {
+      ++pos;
+    }
+    std::string item;
+    if (pos < list.size() && list[pos] == '"') {
+      size_t start = pos++;
+      while (true) {
+        if (pos >= list.size()) {
+          return Status::InvalidArgument(Quote(list.substr(start)) + " has no closing '\"'");
+        }
+        if (list[pos] == '"' && pos + 1 < list.size() && list[pos + 1] == '"') {
+          item.push_back('"');
+          pos += 2;
+        } else if (list[pos] == '"') {
+          ++pos;
+          break;
+        } else {
+          item.push_back(list[pos++]);
+        }
+      }
+      size_t comma = std::min(list.find(',', pos), list.size());
+      if (!Trim(list.substr(pos, comma - pos)).empty()) {
+        return Status::InvalidArgument(Quote(list.substr(start, comma - start)) +
+                                       " has text after its closing '\"'");
+      }
+      pos = comma + 1;
+    } else {
+      size_t comma = std::min(list.find(',', pos), list.size());
+      item = Trim(list.substr(pos, comma - pos));
+      pos = comma + 1;
+    }
+    if (!item.empty()) items.push_back(std::move(item));
   }
   return items;
 }
@@ -300,46 +321,72 @@ class Variables {
     }
   }
 
-  // Replaces each ${NAME} in `value`; `escape` is applied to the substituted
-  // text. A '$' not followed by '{' is literal.
+  // Replaces variables the way Go's os.Expand does, which csi-driver uses:
+  // $NAME (letters, digits, '_') and ${NAME}; a '$' followed by nothing
+  // name-like stays; "${" without '}' and "${}" are dropped; $$, $1, $* and
+  // the like name special variables, which are unknown. `escape` is applied
+  // to the substituted text.
   Result<std::string> Expand(std::string_view name, std::string_view value,
                              const std::function<std::string(std::string_view)>& escape) const {
     std::string expanded;
     size_t pos = 0;
     while (pos < value.size()) {
-      size_t dollar = value.find("${", pos);
-      if (dollar == std::string_view::npos) {
-        expanded.append(value.substr(pos));
-        break;
+      if (value[pos] != '$' || pos + 1 == value.size()) {
+        expanded.push_back(value[pos++]);
+        continue;
       }
-      expanded.append(value.substr(pos, dollar - pos));
-      size_t close = value.find('}', dollar + 2);
-      if (close == std::string_view::npos) {
-        return InvalidValue(name, value, "has an unterminated \"${\"; " + KnownList());
+      auto [variable, width] = ShellName(value.substr(pos + 1));
+      pos += 1 + width;
+      if (variable.empty()) {
+        if (width == 0) expanded.push_back('$');
+        continue;
       }
-      std::string variable(value.substr(dollar + 2, close - dollar - 2));
-      std::string_view source;
-      for (const auto& [known, key] : kSources) {
-        if (known == variable) source = key;
-      }
-      if (source.empty()) {
-        return InvalidValue(name, value,
-                            "uses unknown variable ${" + variable + "}; " + KnownList());
-      }
-      auto it = values_.find(variable);
-      if (it == values_.end()) {
-        return InvalidValue(
-            name, value,
-            "uses ${" + variable + "} but kubelet did not send " + std::string(source) +
-                " (the CSIDriver object needs podInfoOnMount: true); " + KnownList());
-      }
-      expanded.append(escape ? escape(it->second) : it->second);
-      pos = close + 1;
+      CERTMOUNT_ASSIGN_OR_RETURN(std::string substituted, Lookup(name, value, variable));
+      expanded.append(escape ? escape(substituted) : substituted);
     }
     return expanded;
   }
 
  private:
+  static bool IsShellSpecial(char c) {
+    return std::string_view("*#$@!?-0123456789").find(c) != std::string_view::npos;
+  }
+
+  // os.Expand's name after a '$': the name and how many bytes it spans. An
+  // empty name with a width means bad syntax (dropped); with width 0, no name.
+  static std::pair<std::string, size_t> ShellName(std::string_view s) {
+    if (s[0] == '{') {
+      if (s.size() > 2 && IsShellSpecial(s[1]) && s[2] == '}') return {std::string(1, s[1]), 3};
+      size_t close = s.find('}', 1);
+      if (close == std::string_view::npos) return {"", 1};
+      if (close == 1) return {"", 2};
+      return {std::string(s.substr(1, close - 1)), close + 1};
+    }
+    if (IsShellSpecial(s[0])) return {std::string(1, s[0]), 1};
+    size_t end = 0;
+    while (end < s.size() && (IsAsciiAlnum(s[end]) || s[end] == '_')) ++end;
+    return {std::string(s.substr(0, end)), end};
+  }
+
+  Result<std::string> Lookup(std::string_view name, std::string_view value,
+                             const std::string& variable) const {
+    std::string_view source;
+    for (const auto& [known, key] : kSources) {
+      if (known == variable) source = key;
+    }
+    if (source.empty()) {
+      return InvalidValue(name, value, "uses unknown variable ${" + variable + "}; " + KnownList());
+    }
+    auto it = values_.find(variable);
+    if (it == values_.end()) {
+      return InvalidValue(name, value,
+                          "uses ${" + variable + "} but kubelet did not send " +
+                              std::string(source) +
+                              " (the CSIDriver object needs podInfoOnMount: true); " + KnownList());
+    }
+    return it->second;
+  }
+
   static std::string KnownList() {
     std::string list = "known variables are ";
     for (size_t i = 0; i < kSources.size(); ++i) {
@@ -378,41 +425,36 @@ class AttributeParser {
 
  private:
   // The value of csi.cert-manager.io/<name>, or nullopt when absent or empty.
+  // For a key with a hyphenated alias, the alias's value when the key is unset.
   std::optional<std::string> Get(std::string_view name) const {
     auto it = context_.find(FullKey(name));
-    if (it == context_.end() || it->second.empty()) return std::nullopt;
-    return it->second;
+    if (it != context_.end() && !it->second.empty()) return it->second;
+    for (const auto& [key, alias] : kAliases) {
+      if (key != name) continue;
+      it = context_.find(FullKey(alias));
+      if (it != context_.end() && !it->second.empty()) return it->second;
+    }
+    return std::nullopt;
   }
 
+  // As csi-driver: csi.cert-manager.io/ keys it does not know and keys
+  // without a domain are ignored, csi.storage.k8s.io/ keys are kubelet's, and
+  // every other key becomes an annotation (which the Kubernetes API requires
+  // to be a valid annotation key, so that is checked here).
   Status CheckKeys(CertificateSpec& spec) const {
+    for (const auto& [key, alias] : kAliases) {
+      auto primary = context_.find(FullKey(key));
+      auto spelt = context_.find(FullKey(alias));
+      if (primary != context_.end() && spelt != context_.end() && !primary->second.empty() &&
+          !spelt->second.empty()) {
+        return Invalid(key, "is also set as " + FullKey(alias) + "; set only one of them");
+      }
+    }
     for (const auto& [key, value] : context_) {
       std::string_view k = key;
-      if (k.starts_with(kAttributePrefix)) {
-        std::string_view name = k.substr(kAttributePrefix.size());
-        if (std::find(kKnownAttributes.begin(), kKnownAttributes.end(), name) ==
-            kKnownAttributes.end()) {
-          std::string known;
-          for (std::string_view attribute : kKnownAttributes) {
-            known += known.empty() ? "" : ", ";
-            known += attribute;
-          }
-          return Status::InvalidArgument(key + ": unknown attribute; known attributes are " +
-                                         std::string(kAttributePrefix) + "{" + known + "}");
-        }
-        continue;
-      }
-      if (k.starts_with(kStoragePrefix)) continue;  // kubelet's, read through PodInfo
+      if (k.starts_with(kAttributePrefix) || k.starts_with(kStoragePrefix)) continue;
       size_t slash = k.find('/');
-      if (slash == std::string_view::npos) {
-        std::string hint;
-        if (std::find(kKnownAttributes.begin(), kKnownAttributes.end(), k) !=
-            kKnownAttributes.end()) {
-          hint = " (did you mean " + FullKey(k) + "?)";
-        }
-        return Status::InvalidArgument(key + ": attribute has no domain" + hint +
-                                       "; this driver reads " + std::string(kAttributePrefix) +
-                                       "* and passes other domains' keys on as annotations");
-      }
+      if (slash == std::string_view::npos) continue;
       if (!IsDnsSubdomain(k.substr(0, slash)) || !IsQualifiedNamePart(k.substr(slash + 1))) {
         return Status::InvalidArgument(
             key +
@@ -433,16 +475,17 @@ class AttributeParser {
     return Status::Ok();
   }
 
-  // Reads a comma-separated list, expanding variables in each item.
-  Result<std::vector<std::string>> GetList(std::string_view name) const {
-    std::vector<std::string> items;
+  // Reads a comma-separated list (see SplitList); as in csi-driver the
+  // whole value is expanded first unless `expand` is false.
+  Result<std::vector<std::string>> GetList(std::string_view name, bool expand = true) const {
     std::optional<std::string> value = Get(name);
-    if (!value) return items;
-    for (const std::string& item : SplitList(*value)) {
-      CERTMOUNT_ASSIGN_OR_RETURN(std::string expanded, variables_.Expand(name, item, nullptr));
-      std::string_view trimmed = Trim(expanded);
-      if (!trimmed.empty()) items.emplace_back(trimmed);
+    if (!value) return std::vector<std::string>();
+    std::string text = *value;
+    if (expand) {
+      CERTMOUNT_ASSIGN_OR_RETURN(text, variables_.Expand(name, *value, nullptr));
     }
+    Result<std::vector<std::string>> items = SplitList(text);
+    if (!items.ok()) return Invalid(name, items.status().message());
     return items;
   }
 
@@ -483,8 +526,7 @@ class AttributeParser {
     CERTMOUNT_ASSIGN_OR_RETURN(subject.street_addresses, GetSubjectList(kStreetAddresses, 0));
     CERTMOUNT_ASSIGN_OR_RETURN(subject.postal_codes, GetSubjectList(kPostalCodes, 40));
     if (auto serial = Get(kSerialNumber)) {
-      CERTMOUNT_ASSIGN_OR_RETURN(subject.serial_number,
-                                 variables_.Expand(kSerialNumber, *serial, nullptr));
+      subject.serial_number = *serial;  // csi-driver does not expand it
       if (subject.serial_number.size() > 64 || !IsPrintableString(subject.serial_number)) {
         return InvalidValue(kSerialNumber, subject.serial_number,
                             "must be at most 64 PrintableString characters "
@@ -522,7 +564,7 @@ class AttributeParser {
                             "characters)");
       }
     }
-    CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> ips, GetList(kIpSans));
+    CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> ips, GetList(kIpSans, /*expand=*/false));
     for (const std::string& ip : ips) {
       std::optional<std::string> canonical = CanonicalIp(ip);
       if (!canonical) return InvalidValue(kIpSans, ip, "is not an IPv4 or IPv6 address");
@@ -579,11 +621,8 @@ class AttributeParser {
       if (value <= std::chrono::seconds(0)) {
         return InvalidValue(kRenewBefore, *renew_before, "must be greater than 0");
       }
-      if (value >= spec.duration) {
-        return InvalidValue(kRenewBefore, *renew_before,
-                            "must be shorter than " + FullKey(kDuration) + " (" +
-                                FormatGoDuration(spec.duration) + ")");
-      }
+      // Not compared with duration: as in csi-driver, a renew-before that
+      // does not fit the issued lifetime means two thirds (NextIssuanceAt).
       spec.renew_before = value;
     }
     return Status::Ok();
@@ -602,7 +641,9 @@ class AttributeParser {
     std::optional<std::string> usages = Get(kKeyUsages);
     if (!usages) return Status::Ok();
     spec.usages.clear();
-    for (const std::string& usage : SplitList(*usages)) {
+    CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> listed,
+                               GetList(kKeyUsages, /*expand=*/false));
+    for (const std::string& usage : listed) {
       if (std::find(kKnownUsages.begin(), kKnownUsages.end(), usage) == kKnownUsages.end()) {
         return InvalidValue(
             kKeyUsages, usage,
@@ -616,68 +657,73 @@ class AttributeParser {
     return Status::Ok();
   }
 
+  // csi-driver's key defaults: RSA 2048 PKCS#1 without key attributes;
+  // ECDSA P-256 and Ed25519 in PKCS#8, which is their only form here as
+  // there. Algorithm and encoding names match in any case.
   Status ParseKey(CertificateSpec& spec) const {
+    spec.key_algorithm = KeyAlgorithm::kRsa;
     if (auto algorithm = Get(kKeyAlgorithm)) {
-      if (*algorithm == "RSA") {
+      if (EqualsIgnoringCase(*algorithm, "RSA")) {
         spec.key_algorithm = KeyAlgorithm::kRsa;
-      } else if (*algorithm == "ECDSA") {
+      } else if (EqualsIgnoringCase(*algorithm, "ECDSA")) {
         spec.key_algorithm = KeyAlgorithm::kEcdsa;
-      } else if (*algorithm == "Ed25519") {
+      } else if (EqualsIgnoringCase(*algorithm, "Ed25519")) {
         spec.key_algorithm = KeyAlgorithm::kEd25519;
       } else {
         return InvalidValue(kKeyAlgorithm, *algorithm,
                             "is not a key algorithm; use \"RSA\", \"ECDSA\" or \"Ed25519\"");
       }
     }
-
-    std::optional<int> size;
-    if (auto size_text = Get(kKeySize)) {
-      if (size_text->size() > 6 || !std::all_of(size_text->begin(), size_text->end(),
-                                                [](char c) { return c >= '0' && c <= '9'; })) {
-        return InvalidValue(kKeySize, *size_text, "is not a key size in bits");
+    const bool rsa = spec.key_algorithm == KeyAlgorithm::kRsa;
+    spec.key_encoding = rsa ? KeyEncoding::kPkcs1 : KeyEncoding::kPkcs8;
+    if (auto encoding = Get(kKeyEncoding)) {
+      if (EqualsIgnoringCase(*encoding, "PKCS1")) {
+        if (!rsa) {
+          return InvalidValue(kKeyEncoding, *encoding,
+                              "is only for RSA keys; ECDSA and Ed25519 keys use \"PKCS8\"");
+        }
+        spec.key_encoding = KeyEncoding::kPkcs1;
+      } else if (EqualsIgnoringCase(*encoding, "PKCS8")) {
+        spec.key_encoding = KeyEncoding::kPkcs8;
+      } else {
+        return InvalidValue(kKeyEncoding, *encoding, "must be \"PKCS1\" or \"PKCS8\"");
       }
-      size = std::stoi(*size_text);
     }
-    switch (spec.key_algorithm) {
-      case KeyAlgorithm::kRsa:
-        spec.key_size = size.value_or(2048);
-        if (spec.key_size < 2048 || spec.key_size > 8192) {
-          return InvalidValue(kKeySize, std::to_string(spec.key_size),
-                              "must be between 2048 and 8192 for RSA keys");
-        }
-        break;
-      case KeyAlgorithm::kEcdsa:
-        spec.key_size = size.value_or(256);
-        if (spec.key_size != 256 && spec.key_size != 384 && spec.key_size != 521) {
-          return InvalidValue(kKeySize, std::to_string(spec.key_size),
-                              "must be 256, 384 or 521 for ECDSA keys");
-        }
-        break;
-      case KeyAlgorithm::kEd25519:
-        if (size.value_or(0) != 0) {
-          return InvalidValue(kKeySize, std::to_string(*size),
-                              "must be empty for Ed25519 keys, which have a fixed size");
-        }
-        spec.key_size = 0;
-        break;
-    }
-
-    std::optional<std::string> encoding = Get(kKeyEncoding);
-    if (!encoding) {
-      spec.key_encoding =
-          spec.key_algorithm == KeyAlgorithm::kEd25519 ? KeyEncoding::kPkcs8 : KeyEncoding::kPkcs1;
-    } else if (*encoding == "PKCS1") {
-      if (spec.key_algorithm == KeyAlgorithm::kEd25519) {
-        return InvalidValue(kKeyEncoding, *encoding,
-                            "cannot encode Ed25519 keys, which have no PKCS#1 form; use \"PKCS8\"");
-      }
-      spec.key_encoding = KeyEncoding::kPkcs1;
-    } else if (*encoding == "PKCS8") {
-      spec.key_encoding = KeyEncoding::kPkcs8;
-    } else {
-      return InvalidValue(kKeyEncoding, *encoding, "must be \"PKCS1\" or \"PKCS8\"");
-    }
+    CERTMOUNT_RETURN_IF_ERROR(ParseKeySize(spec));
     CERTMOUNT_ASSIGN_OR_RETURN(spec.reuse_private_key, GetBool(kReusePrivateKey, false));
+    return Status::Ok();
+  }
+
+  Status ParseKeySize(CertificateSpec& spec) const {
+    std::optional<std::string> text = Get(kKeySize);
+    if (spec.key_algorithm == KeyAlgorithm::kEd25519) {
+      if (text) {
+        return InvalidValue(kKeySize, *text,
+                            "must be empty for Ed25519 keys, which have a fixed size");
+      }
+      spec.key_size = 0;
+      return Status::Ok();
+    }
+    const bool rsa = spec.key_algorithm == KeyAlgorithm::kRsa;
+    spec.key_size = rsa ? 2048 : 256;
+    if (text) {
+      // Go's strconv.Atoi: an optional sign, then decimal digits.
+      std::string_view digits = *text;
+      if (digits.starts_with('+')) digits.remove_prefix(1);
+      if (digits.empty() || digits.size() > 6 ||
+          !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        return InvalidValue(kKeySize, *text, "is not a key size in bits");
+      }
+      spec.key_size = std::stoi(std::string(digits));
+    }
+    if (rsa && (spec.key_size < 2048 || spec.key_size > 8192)) {
+      return InvalidValue(kKeySize, std::to_string(spec.key_size),
+                          "must be between 2048 and 8192 for RSA keys");
+    }
+    if (!rsa && spec.key_size != 256 && spec.key_size != 384 && spec.key_size != 521) {
+      return InvalidValue(kKeySize, std::to_string(spec.key_size),
+                          "must be 256, 384 or 521 for ECDSA keys");
+    }
     return Status::Ok();
   }
 
@@ -723,8 +769,11 @@ class AttributeParser {
 
     // As in csi-driver, the keystore attributes only mean something next to
     // pkcs12-enable.
+    // As csi-driver: once pkcs12-enable is set, "true" or "false", a password
+    // is required and the keystore's file name must differ from the others;
+    // without it the keystore attributes are errors.
     if (!Get(kPkcs12Enable)) {
-      for (std::string_view name : {kPkcs12Filename, kPkcs12Password}) {
+      for (std::string_view name : {kPkcs12Filename, kPkcs12Password, kPkcs12Profile}) {
         if (Get(name)) {
           return Invalid(name, "requires " + FullKey(kPkcs12Enable) + " to be set");
         }
@@ -734,8 +783,21 @@ class AttributeParser {
       CERTMOUNT_ASSIGN_OR_RETURN(spec.pkcs12_filename,
                                  GetFileName(kPkcs12Filename, spec.pkcs12_filename));
       if (auto password = Get(kPkcs12Password)) spec.pkcs12_password = *password;
-      if (spec.pkcs12_enable && spec.pkcs12_password.empty()) {
-        return Invalid(kPkcs12Password, "required when " + FullKey(kPkcs12Enable) + " is \"true\"");
+      if (spec.pkcs12_password.empty()) {
+        return Invalid(kPkcs12Password, "required when " + FullKey(kPkcs12Enable) + " is set");
+      }
+      if (auto profile = Get(kPkcs12Profile)) {
+        if (*profile == "LegacyRC2") {
+          spec.pkcs12_profile = Pkcs12Profile::kLegacyRc2;
+        } else if (*profile == "LegacyDES") {
+          spec.pkcs12_profile = Pkcs12Profile::kLegacyDes;
+        } else if (*profile == "Modern2023") {
+          spec.pkcs12_profile = Pkcs12Profile::kModern2023;
+        } else {
+          return InvalidValue(kPkcs12Profile, *profile,
+                              "is not a PKCS#12 profile; use \"LegacyRC2\", \"LegacyDES\" or "
+                              "\"Modern2023\" (cert-manager's names)");
+        }
       }
     }
 
@@ -743,7 +805,7 @@ class AttributeParser {
         {kCertificateFile, &spec.certificate_file},
         {kPrivateKeyFile, &spec.private_key_file},
         {kCaFile, &spec.ca_file}};
-    if (spec.pkcs12_enable) files.emplace_back(kPkcs12Filename, &spec.pkcs12_filename);
+    if (Get(kPkcs12Enable)) files.emplace_back(kPkcs12Filename, &spec.pkcs12_filename);
     for (size_t i = 0; i < files.size(); ++i) {
       for (size_t j = 0; j < i; ++j) {
         if (*files[i].second == *files[j].second) {
@@ -795,8 +857,7 @@ std::map<std::string, std::string> SecretAttributes(
   return secrets;
 }
 
-Result<std::string> ServiceAccountToken(
-    const std::map<std::string, std::string>& volume_context) {
+Result<std::string> ServiceAccountToken(const std::map<std::string, std::string>& volume_context) {
   auto it = volume_context.find(std::string(kServiceAccountTokens));
   if (it == volume_context.end() || it->second.empty()) {
     return Status::NotFound(std::string(kServiceAccountTokens) +

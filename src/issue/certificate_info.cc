@@ -3,7 +3,6 @@
 
 #include <openssl/pem.h>
 
-#include <cctype>
 #include <ctime>
 
 #include "issue/openssl_ptr.h"
@@ -28,13 +27,9 @@ Result<std::string> SerialHex(const ASN1_INTEGER* serial) {
   if (hex == nullptr) return Status::Internal(OpensslFailure("cannot format serial"));
   std::string text(hex);
   OPENSSL_free(hex);
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  // BN_bn2hex pads to whole bytes; strip that so the form is canonical.
-  size_t first = text.find_first_not_of('0', text[0] == '-' ? 1 : 0);
-  if (first == std::string::npos) return std::string("0");
-  // Erasing in place: "-" + text.substr(...) draws a GCC 12 -O3 -Wrestrict
-  // false positive.
-  text.erase(text[0] == '-' ? 1 : 0, first - (text[0] == '-' ? 1 : 0));
+  // BN_bn2hex writes upper case in whole bytes, as `openssl x509 -serial`
+  // prints; only zero comes out as a single digit.
+  if (text == "0") return std::string("00");
   return text;
 }
 

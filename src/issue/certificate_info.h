@@ -12,7 +12,8 @@
 namespace certmount {
 
 struct CertificateInfo {
-  // Lowercase hex without leading zeros (at least one digit).
+  // As `openssl x509 -serial` prints it: upper-case hex in whole bytes, so a
+  // leading zero stays ("0A1B", "00" for zero).
   std::string serial_hex;
   // Validity bounds in unix seconds.
   int64_t not_before = 0;

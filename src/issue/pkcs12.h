@@ -7,16 +7,20 @@
 
 #include "common/status.h"
 #include "issue/private_key.h"
+#include "issue/request.h"
 
 namespace certmount {
 
 // DER bytes of a PKCS#12 holding `key`, the first certificate of `chain_pem`
 // as its certificate, and the rest of the chain plus every certificate in
-// `ca_pem` as extra certificates. Key and certificates are encrypted with
-// AES-256-CBC under PBKDF2/HMAC-SHA-256, and the file has a SHA-256 MAC, all
-// keyed by `password`. INVALID_ARGUMENT when the chain is empty or does not
-// parse or the key does not match the leaf; `ca_pem` may be empty.
+// `ca_pem` as extra certificates, protected by `password` as `profile` says
+// (cert-manager's profiles, see request.h: LegacyRC2, csi-driver's format,
+// needs OpenSSL's legacy provider, which this loads into a private library
+// context so the rest of the process keeps the default algorithms only).
+// INVALID_ARGUMENT when the chain is empty or does not parse or the key does
+// not match the leaf; `ca_pem` may be empty.
 Result<std::string> BuildPkcs12(const PrivateKey& key, std::string_view chain_pem,
-                                std::string_view ca_pem, const std::string& password);
+                                std::string_view ca_pem, const std::string& password,
+                                Pkcs12Profile profile = Pkcs12Profile::kLegacyRc2);
 
 }  // namespace certmount

@@ -14,6 +14,10 @@ namespace certmount {
 
 enum class KeyAlgorithm { kRsa, kEcdsa, kEd25519 };
 enum class KeyEncoding { kPkcs1, kPkcs8 };
+// cert-manager's PKCS#12 profiles. LegacyRC2 is what csi-driver writes (RC2-40
+// certificates, 3DES key, SHA-1 MAC; read by old Java and .NET); LegacyDES
+// uses 3DES for both; Modern2023 is AES-256-CBC with PBKDF2 and a SHA-256 MAC.
+enum class Pkcs12Profile { kLegacyRc2, kLegacyDes, kModern2023 };
 
 // The subject's distinguished-name fields, as cert-manager names them.
 struct Subject {
@@ -57,8 +61,9 @@ struct CertificateSpec {
   bool is_ca = false;
   // cert-manager usage names ("digital signature", "server auth", ...).
   std::vector<std::string> usages{"digital signature", "key encipherment"};
-  KeyAlgorithm key_algorithm = KeyAlgorithm::kEcdsa;
-  int key_size = 256;  // RSA bits, or the ECDSA curve's size (256, 384, 521); unused for Ed25519
+  // csi-driver's defaults: RSA 2048 in PKCS#1 (ECDSA and Ed25519: PKCS#8).
+  KeyAlgorithm key_algorithm = KeyAlgorithm::kRsa;
+  int key_size = 2048;  // RSA bits, or the ECDSA curve's size (256, 384, 521); unused for Ed25519
   KeyEncoding key_encoding = KeyEncoding::kPkcs1;
   bool reuse_private_key = false;
 
@@ -71,6 +76,7 @@ struct CertificateSpec {
   bool pkcs12_enable = false;
   std::string pkcs12_filename = "keystore.p12";
   std::string pkcs12_password;
+  Pkcs12Profile pkcs12_profile = Pkcs12Profile::kLegacyRc2;
 
   // Attributes of other domains, passed to issuers that use them (the
   // cert-manager issuer turns them into CertificateRequest annotations).
