@@ -219,6 +219,44 @@ TEST(StartupCleanupTest, RowsAtForeignMountsGoWithoutTouchingTheMounts) {
   umount2(foreign_target.c_str(), 0);
 }
 
+// The driver restarted without the host's tmpfs: pods still hold binds of
+// the old one. The volume is reattached through the pod's mount, so what a
+// renewal writes reaches the pod, and unpublish cleans up both mounts.
+TEST(StartupCleanupTest, LostVolumesTmpfsIsReattachedThroughThePodsMount) {
+  CERTMOUNT_REQUIRE_ROOT();
+  TempDir dir;
+  std::string target;
+  const std::string volumes_root = dir.Sub("data") + "/volumes";
+  {
+    Driver first(dir);
+    ASSERT_TRUE(first.publisher->Startup().ok());
+    target = MakeTarget(first, "l");
+    ASSERT_TRUE(first.publisher->Publish(Request("csi-l", target)).ok());
+  }
+  ASSERT_EQ(umount2(volumes_root.c_str(), MNT_DETACH), 0);
+  const std::string cert = ReadFileText(target + "/tls.crt");
+
+  Driver second(dir);
+  Result<StartupSummary> summary = second.publisher->Startup();
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->kept, 1);
+  EXPECT_EQ(summary->deleted, 0);
+  Result<std::optional<VolumeRecord>> row = second.store->GetVolume("csi-l");
+  ASSERT_TRUE(row.ok() && row->has_value());
+  EXPECT_TRUE((*row)->mounted);
+  EXPECT_EQ((*row)->last_error, "");
+  EXPECT_EQ(ReadFileText(target + "/tls.crt"), cert);
+
+  VolumeLayout layout = VolumeLayout::For(second.options.data_root, "csi-l");
+  ASSERT_TRUE(WriteFileSet(layout.data, {{"tls.crt", "renewed", 0644}}, {}, Env::Default()).ok());
+  EXPECT_EQ(ReadFileText(target + "/tls.crt"), "renewed");
+
+  ASSERT_TRUE(second.publisher->Unpublish("csi-l", target).ok());
+  EXPECT_FALSE(IsMountPoint(target));
+  EXPECT_FALSE(fs::exists(layout.root));
+  EXPECT_EQ(MountPointsUnder(volumes_root), std::vector<std::string>{volumes_root});
+}
+
 TEST(StartupCleanupTest, VolumesTmpfsIsMountedOnceAndKeysNeverTouchDisk) {
   CERTMOUNT_REQUIRE_ROOT();
   TempDir dir;

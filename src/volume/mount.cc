@@ -113,6 +113,33 @@ std::vector<std::string> MountPointsShowing(const MountTable& table, const std::
   return points;
 }
 
+bool ShowsLostVolumesTmpfs(const MountTable& table, const std::string& target,
+                           const std::string& volume_id, const std::string& volumes_root) {
+  const MountInfoEntry* top = table.TopMountAt(target);
+  const MountInfoEntry* volumes = table.TopMountAt(volumes_root);
+  if (top == nullptr || top->fstype != "tmpfs" || top->root != "/" + volume_id + "/data") {
+    return false;
+  }
+  return volumes == nullptr || volumes->major != top->major || volumes->minor != top->minor;
+}
+
+Status ReattachThroughTarget(const std::string& target, const std::string& data_dir, Env* env) {
+  CERTMOUNT_RETURN_IF_ERROR(env->CreateDirectories(data_dir, 0755));
+  CERTMOUNT_RETURN_IF_ERROR(env->Mount(target, data_dir, "", MS_BIND, "")
+                                .WithContext("bind-mounting " + target + " at " + data_dir));
+  Status writable = env->Mount("", data_dir, "", MS_BIND | MS_REMOUNT | kLockedDownFlags, "");
+  if (writable.ok()) return Status::Ok();
+  (void)env->Unmount(data_dir, UMOUNT_NOFOLLOW);
+  return writable.WithContext("remounting " + data_dir + " writable");
+}
+
+Status DetachReattached(const std::string& data_dir, Env* env) {
+  Result<FileStat> data = env->LStat(data_dir);
+  Result<FileStat> parent = env->LStat(data_dir.substr(0, data_dir.rfind('/')));
+  if (!data.ok() || !parent.ok() || data->device == parent->device) return Status::Ok();
+  return UnmountTop(data_dir, env);
+}
+
 std::map<std::string, std::vector<std::string>> MountPointsByVolume(
     const MountTable& table, const std::string& volumes_root) {
   std::map<std::string, std::vector<std::string>> shown;

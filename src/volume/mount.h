@@ -90,6 +90,22 @@ Status UnmountTop(const std::string& target, Env* env);
 // pod still sees it.
 std::vector<std::string> MountPointsShowing(const MountTable& table, const std::string& dir);
 
+// Whether the visible mount at `target` is a bind of "<id>/data" on a tmpfs
+// other than the one now at `volumes_root`: the volume's directory on a
+// volumes tmpfs the driver lost (it restarted without the host's tmpfs, and
+// the pod still holds a bind of the old one).
+bool ShowsLostVolumesTmpfs(const MountTable& table, const std::string& target,
+                           const std::string& volume_id, const std::string& volumes_root);
+
+// Makes `data_dir` (created when missing) a writable view of the directory
+// the mount at `target` shows: a bind of the target, remounted read-write,
+// nosuid, nodev, noexec. Renewals written to `data_dir` then reach the pod.
+Status ReattachThroughTarget(const std::string& target, const std::string& data_dir, Env* env);
+
+// Unmounts what ReattachThroughTarget mounted at `data_dir`, if anything
+// (a mount point there has another device than its parent directory).
+Status DetachReattached(const std::string& data_dir, Env* env);
+
 // For each directory name directly below `volumes_root` (absolute,
 // canonical): the mount points whose visible mount shows that directory or
 // something below it. One pass over the table, for the startup sweep.

@@ -138,12 +138,20 @@ Result<StartupSummary> Publisher::Startup() {
   // A row is proven mounted only by a bind of its own data directory at its
   // target; any other mount point there proves nothing (docs/design.md).
   CERTMOUNT_ASSIGN_OR_RETURN(MountTable mounts, MountTable::Read(env_));
+  std::vector<std::pair<std::string, std::string>> lost;
   CERTMOUNT_ASSIGN_OR_RETURN(
       StartupCleanupResult cleanup,
       store_->StartupCleanupProven([&](const std::string& volume_id, const std::string& target) {
-        TargetHolder holder = WhoHolds(mounts, CanonicalTarget(target), MountSourceDir(volume_id));
+        const std::string canonical = CanonicalTarget(target);
+        TargetHolder holder = WhoHolds(mounts, canonical, MountSourceDir(volume_id));
+        if (holder == TargetHolder::kOther &&
+            ShowsLostVolumesTmpfs(mounts, canonical, volume_id, canonical_volumes_root_)) {
+          lost.emplace_back(volume_id, canonical);
+          return true;
+        }
         return holder == TargetHolder::kThisVolume || holder == TargetHolder::kThisVolumeCovered;
       }));
+  for (const auto& [volume_id, target] : lost) ReattachOrReport(volume_id, target);
 
   // The rows are gone and committed: from here on nothing will renew them, so
   // removing their mounts and files can fail or crash without consequence;
@@ -254,6 +262,37 @@ void Publisher::SweepOrAdopt(const MountTable& mounts, StartupSummary& summary) 
           name, adopted.ToString());
     }
   }
+}
+
+void Publisher::ReattachOrReport(const std::string& volume_id, const std::string& target) {
+  const VolumeLayout layout = VolumeLayout::For(options_.data_root, volume_id);
+  Status reattached = ReattachThroughTarget(target, layout.data, env_);
+  Result<std::optional<VolumeRecord>> row = store_->GetVolume(volume_id);
+  if (reattached.ok() && row.ok() && row->has_value()) {
+    reattached = SaveVolumeDescription(layout, **row, env_);
+  }
+  if (reattached.ok()) {
+    spdlog::warn(
+        "startup: volume {} at {} is served by a volumes tmpfs that is no longer mounted at {} "
+        "(certmountd restarted without the host's tmpfs); reattached it through the pod's mount, "
+        "so renewals reach the pod again",
+        volume_id, target, canonical_volumes_root_);
+    return;
+  }
+  const std::string message =
+      "the volumes tmpfs serving " + target + " is no longer mounted at " +
+      canonical_volumes_root_ +
+      " (certmountd restarted without the host's tmpfs) and could not be reattached (" +
+      reattached.ToString() +
+      "): the certificate will not be renewed; delete the pod so that kubelet publishes a new "
+      "volume, and mount " +
+      canonical_volumes_root_ + " from the host";
+  spdlog::error("startup: volume {}: {}", volume_id, message);
+  if (!row.ok() || !row->has_value()) return;
+  const int64_t retry_at = clock_->NowUnix() + 24 * 3600;
+  Status recorded =
+      store_->RecordRenewalFailure(volume_id, (*row)->renewal_attempts + 1, retry_at, message);
+  if (!recorded.ok()) spdlog::warn("startup: volume {}: {}", volume_id, recorded.ToString());
 }
 
 Status Publisher::Adopt(const std::string& volume_id, const std::string& target) {
@@ -662,6 +701,8 @@ Status Publisher::UnpublishClaimed(const std::string& volume_id, const std::stri
   if (observer_ != nullptr) observer_->OnRemoved(volume_id);
   if (options_.tokens != nullptr) options_.tokens->Erase(volume_id);
   if (deleted) issuer_->Retire(existing->pod_namespace, volume_id, std::nullopt);
+  CERTMOUNT_RETURN_IF_ERROR(
+      DetachReattached(VolumeLayout::For(options_.data_root, volume_id).data, env_));
   return RemoveVolumeDir(VolumeDir(volume_id), env_);
 }
 

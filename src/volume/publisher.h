@@ -157,6 +157,10 @@ class Publisher {
   // those bind-mounted at a kubelet target.
   void SweepOrAdopt(const MountTable& mounts, StartupSummary& summary);
   Status Adopt(const std::string& volume_id, const std::string& target);
+  // A mounted row whose target shows its directory on a volumes tmpfs that
+  // is no longer the driver's: reattach that directory through the target,
+  // or record why not so the volume reports abnormal.
+  void ReattachOrReport(const std::string& volume_id, const std::string& target);
   // The volume's data directory and a target path as mountinfo prints them.
   std::string MountSourceDir(const std::string& volume_id) const;
   std::string CanonicalTarget(const std::string& target) const;
