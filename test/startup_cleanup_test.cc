@@ -4,6 +4,8 @@
 // its files, and directories without a row are swept.
 #include <gtest/gtest.h>
 
+#include <sys/mount.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -52,6 +54,13 @@ std::string MakeTarget(const Driver& driver, const std::string& pod) {
   std::string parent = driver.options.target_root + "/" + pod + "/volumes/kubernetes.io~csi/tls";
   fs::create_directories(parent);
   return parent + "/mount";
+}
+
+std::string ReadFileText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 PublishRequest Request(const std::string& id, const std::string& target) {
@@ -135,6 +144,117 @@ TEST(StartupCleanupTest, KeepsOnlyMountedVolumesAndSweepsEverythingElse) {
   EXPECT_EQ(again->deleted, 0);
   EXPECT_EQ(again->orphans_removed, 0);
   ASSERT_TRUE(third.publisher->Unpublish("csi-kept", kept_target).ok());
+}
+
+void RemoveDatabase(const TempDir& dir) {
+  for (const char* suffix : {"", "-wal", "-shm"})
+    fs::remove(dir.Sub("data") + "/state.db" + suffix);
+}
+
+TEST(StartupCleanupTest, MountedDirectoryWithoutRowIsKeptWhenItCannotBeAdopted) {
+  CERTMOUNT_REQUIRE_ROOT();
+  TempDir dir;
+  std::string target;
+  {
+    Driver first(dir);
+    ASSERT_TRUE(first.publisher->Startup().ok());
+    target = MakeTarget(first, "p");
+    ASSERT_TRUE(first.publisher->Publish(Request("csi-p", target)).ok());
+  }
+  const std::string volume_dir = dir.Sub("data") + "/volumes/csi-p";
+  fs::remove(volume_dir + "/volume.json");  // no description to rebuild from
+  RemoveDatabase(dir);
+  const std::string cert = ReadFileText(target + "/tls.crt");
+
+  Driver second(dir);
+  Result<StartupSummary> summary = second.publisher->Startup();
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->adopted, 0);
+  EXPECT_EQ(summary->kept_unadoptable, 1);
+  EXPECT_EQ(summary->orphans_removed, 0);
+  EXPECT_TRUE(IsMountPoint(target));
+  EXPECT_EQ(ReadFileText(target + "/tls.crt"), cert);
+  EXPECT_TRUE(fs::exists(volume_dir + "/data/tls.crt"));
+}
+
+TEST(StartupCleanupTest, RowsAtForeignMountsGoWithoutTouchingTheMounts) {
+  CERTMOUNT_REQUIRE_ROOT();
+  TempDir dir;
+  std::string foreign_target, empty_target, busy_target;
+  {
+    Driver first(dir);
+    ASSERT_TRUE(first.publisher->Startup().ok());
+    // A row that says mounted, but what is mounted at its target is not ours.
+    foreign_target = MakeTarget(first, "foreign");
+    ASSERT_TRUE(first.publisher->Publish(Request("csi-foreign", foreign_target)).ok());
+    ASSERT_EQ(umount2(foreign_target.c_str(), 0), 0);
+    ASSERT_EQ(mount("foreign", foreign_target.c_str(), "tmpfs", 0, "size=64k"), 0);
+    std::ofstream(foreign_target + "/theirs.txt") << "theirs";
+    // Publishes that died before mounting: one target empty, one holding a
+    // file the driver never wrote.
+    for (const char* pod : {"empty", "busy"}) {
+      VolumeRecord row;
+      row.volume_id = std::string("csi-") + pod;
+      row.target_path = MakeTarget(first, pod);
+      fs::create_directories(row.target_path);
+      ASSERT_TRUE(first.store->RegisterVolume(row).ok());
+      (std::string(pod) == "empty" ? empty_target : busy_target) = row.target_path;
+    }
+    std::ofstream(busy_target + "/someone.txt") << "someone's";
+  }
+
+  Driver second(dir);
+  Result<StartupSummary> summary = second.publisher->Startup();
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->deleted, 3);
+  EXPECT_EQ(summary->kept, 0);
+  Result<std::vector<VolumeRecord>> rows = second.store->ListVolumes();
+  ASSERT_TRUE(rows.ok());
+  EXPECT_TRUE(rows->empty());
+  EXPECT_TRUE(IsMountPoint(foreign_target));
+  EXPECT_EQ(ReadFileText(foreign_target + "/theirs.txt"), "theirs");
+  EXPECT_FALSE(fs::exists(empty_target));
+  EXPECT_EQ(ReadFileText(busy_target + "/someone.txt"), "someone's");
+  EXPECT_FALSE(fs::exists(dir.Sub("data") + "/volumes/csi-foreign"));
+  umount2(foreign_target.c_str(), 0);
+}
+
+// The driver restarted without the host's tmpfs: pods still hold binds of
+// the old one. The volume is reattached through the pod's mount, so what a
+// renewal writes reaches the pod, and unpublish cleans up both mounts.
+TEST(StartupCleanupTest, LostVolumesTmpfsIsReattachedThroughThePodsMount) {
+  CERTMOUNT_REQUIRE_ROOT();
+  TempDir dir;
+  std::string target;
+  const std::string volumes_root = dir.Sub("data") + "/volumes";
+  {
+    Driver first(dir);
+    ASSERT_TRUE(first.publisher->Startup().ok());
+    target = MakeTarget(first, "l");
+    ASSERT_TRUE(first.publisher->Publish(Request("csi-l", target)).ok());
+  }
+  ASSERT_EQ(umount2(volumes_root.c_str(), MNT_DETACH), 0);
+  const std::string cert = ReadFileText(target + "/tls.crt");
+
+  Driver second(dir);
+  Result<StartupSummary> summary = second.publisher->Startup();
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->kept, 1);
+  EXPECT_EQ(summary->deleted, 0);
+  Result<std::optional<VolumeRecord>> row = second.store->GetVolume("csi-l");
+  ASSERT_TRUE(row.ok() && row->has_value());
+  EXPECT_TRUE((*row)->mounted);
+  EXPECT_EQ((*row)->last_error, "");
+  EXPECT_EQ(ReadFileText(target + "/tls.crt"), cert);
+
+  VolumeLayout layout = VolumeLayout::For(second.options.data_root, "csi-l");
+  ASSERT_TRUE(WriteFileSet(layout.data, {{"tls.crt", "renewed", 0644}}, {}, Env::Default()).ok());
+  EXPECT_EQ(ReadFileText(target + "/tls.crt"), "renewed");
+
+  ASSERT_TRUE(second.publisher->Unpublish("csi-l", target).ok());
+  EXPECT_FALSE(IsMountPoint(target));
+  EXPECT_FALSE(fs::exists(layout.root));
+  EXPECT_EQ(MountPointsUnder(volumes_root), std::vector<std::string>{volumes_root});
 }
 
 TEST(StartupCleanupTest, VolumesTmpfsIsMountedOnceAndKeysNeverTouchDisk) {

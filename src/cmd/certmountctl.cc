@@ -65,7 +65,7 @@ int Publish(const CommonFlags& common, const PublishFlags& flags) {
   auto* capability = request.mutable_volume_capability();
   capability->mutable_mount()->set_volume_mount_group(flags.volume_mount_group);
   capability->mutable_access_mode()->set_mode(
-      csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_READER_ONLY);
+      csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
   auto& context = *request.mutable_volume_context();
   // What kubelet adds for an inline volume of a CSIDriver with podInfoOnMount.
   context["csi.storage.k8s.io/ephemeral"] = "true";

@@ -319,9 +319,10 @@ int Run(const Flags& flags) {
   }
   spdlog::info(
       "startup cleanup: kept {} rows, deleted {} (of which {} no longer mounted), removed {} "
-      "orphan directories, {} ms",
+      "orphan directories, adopted {} still-mounted directories without a row (kept {} that "
+      "could not be adopted), {} ms",
       startup->kept, startup->deleted, startup->unmounted_by_check, startup->orphans_removed,
-      startup->milliseconds);
+      startup->adopted, startup->kept_unadoptable, startup->milliseconds);
 
   // Only now, with every unmounted row gone, may renewals be scheduled.
   Result<SchedulerLoadSummary> loaded = scheduler.Load();

@@ -58,6 +58,19 @@ Status CheckPublishArguments(const csi::v1::NodePublishVolumeRequest& request) {
         "block volumes are not supported: use the volume as a filesystem (a `volumes:` entry "
         "with `csi:`, mounted through `volumeMounts`, not `volumeDevices`)");
   }
+  if (!request.volume_capability().has_mount()) {
+    return Status::InvalidArgument("volume_capability must be a mount (filesystem) capability");
+  }
+  // kubelet publishes every inline ephemeral volume as ReadWriteOnce, which
+  // it sends as SINGLE_NODE_WRITER to a driver without the
+  // SINGLE_NODE_MULTI_WRITER capability (pkg/volume/csi/csi_mounter.go).
+  const auto mode = request.volume_capability().access_mode().mode();
+  if (mode != csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_WRITER) {
+    return Status::InvalidArgument(
+        "access mode " + csi::v1::VolumeCapability::AccessMode::Mode_Name(mode) +
+        " is not supported: certificate volumes are inline ephemeral volumes, which kubelet "
+        "publishes as SINGLE_NODE_WRITER");
+  }
   if (!request.readonly()) {
     return Status::InvalidArgument(
         "certificate volumes are read-only: set `readOnly: true` in the pod's csi volume source");

@@ -469,6 +469,27 @@ Result<std::vector<ScheduledVolume>> Store::ListRenewalSchedule() {
 
 Result<StartupCleanupResult> Store::StartupCleanup(
     const std::function<bool(const std::string& target_path)>& is_mount_point) {
+  return StartupCleanupProven(
+      [&](const std::string&, const std::string& target) { return is_mount_point(target); });
+}
+
+Status Store::AdoptVolume(const VolumeRecord& volume, const IssuedCertificateFields& cert) {
+  std::lock_guard lock(mutex_);
+  return Guarded(db_path_, "adopting volume " + volume.volume_id, [&]() -> Status {
+    const int64_t now = clock_.NowUnix();
+    CachedTransaction transaction(*statements_);
+    CERTMOUNT_ASSIGN_OR_RETURN(std::optional<RegisteredVolume> existing,
+                               InsertVolume(*statements_, volume, now));
+    if (existing.has_value()) return AlreadyRegistered(volume.volume_id, *existing);
+    CERTMOUNT_RETURN_IF_ERROR(UpdateMounted(*statements_, volume.volume_id, cert, now));
+    transaction.Commit();
+    return Status::Ok();
+  });
+}
+
+Result<StartupCleanupResult> Store::StartupCleanupProven(
+    const std::function<bool(const std::string& volume_id, const std::string& target_path)>&
+        is_proven_mounted) {
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "cleaning up at startup", [&]() -> Result<StartupCleanupResult> {
     const int64_t now = clock_.NowUnix();
@@ -478,7 +499,7 @@ Result<StartupCleanupResult> Store::StartupCleanup(
     std::vector<std::string> no_longer_mounted;
     SQLite::Statement mounted(*db_, "SELECT volume_id, target_path FROM volumes WHERE mounted = 1");
     while (mounted.executeStep()) {
-      if (is_mount_point(mounted.getColumn(1).getString())) {
+      if (is_proven_mounted(mounted.getColumn(0).getString(), mounted.getColumn(1).getString())) {
         ++result.kept;
       } else {
         no_longer_mounted.push_back(mounted.getColumn(0).getString());

@@ -140,6 +140,19 @@ class Store {
   Result<StartupCleanupResult> StartupCleanup(
       const std::function<bool(const std::string& target_path)>& is_mount_point);
 
+  // StartupCleanup, but `is_proven_mounted` is asked about each mounted row's
+  // id and target path: the publisher's proof is a bind mount of that
+  // volume's own directory at the target, not any mount point.
+  Result<StartupCleanupResult> StartupCleanupProven(
+      const std::function<bool(const std::string& volume_id, const std::string& target_path)>&
+          is_proven_mounted);
+
+  // Rebuilds the row of a volume found mounted on the node without one (the
+  // database was lost or moved aside): inserts `volume`'s identity as
+  // RegisterVolume does and marks it mounted with `cert`, in ONE
+  // transaction. ALREADY_EXISTS when the id has a row; nothing written then.
+  Status AdoptVolume(const VolumeRecord& volume, const IssuedCertificateFields& cert);
+
   // OK when a write transaction can start right now: BEGIN IMMEDIATE, then
   // ROLLBACK, writing nothing. For readiness probes. INTERNAL (or DATA_LOSS)
   // with SQLite's reason otherwise, e.g. a read-only file or a lock held

@@ -73,33 +73,106 @@ Status Unmount(const std::string& target, Env* env) {
                           std::to_string(kMaxStackedMounts) + " unmounts");
 }
 
+std::optional<FsLocation> LocateInFs(const MountTable& table, const std::string& dir) {
+  const MountInfoEntry* mount = table.ContainingMount(dir);
+  if (mount == nullptr) return std::nullopt;
+  const std::string& point = mount->mount_point;
+  std::string below_point = dir.substr(point == "/" ? 0 : point.size());
+  std::string path = mount->root == "/" ? below_point : mount->root + below_point;
+  if (path.empty()) path = "/";
+  return FsLocation{mount->major, mount->minor, std::move(path), mount};
+}
+
+bool ShowsDirectory(const MountInfoEntry& entry, const FsLocation& where, bool exactly) {
+  if (&entry == where.mount) return false;
+  if (entry.major != where.major || entry.minor != where.minor) return false;
+  return exactly ? entry.root == where.path_in_fs : IsAtOrBelow(entry.root, where.path_in_fs);
+}
+
+TargetHolder WhoHolds(const MountTable& table, const std::string& target,
+                      const std::string& volume_data_dir) {
+  const MountInfoEntry* top = table.TopMountAt(target);
+  if (top == nullptr) return TargetHolder::kNothing;
+  std::optional<FsLocation> data = LocateInFs(table, volume_data_dir);
+  if (!data.has_value()) return TargetHolder::kOther;
+  if (ShowsDirectory(*top, *data, /*exactly=*/true)) return TargetHolder::kThisVolume;
+  for (const MountInfoEntry* mount : table.MountsAt(target)) {
+    if (ShowsDirectory(*mount, *data, /*exactly=*/true)) return TargetHolder::kThisVolumeCovered;
+  }
+  return TargetHolder::kOther;
+}
+
+Status UnmountTop(const std::string& target, Env* env) {
+  return env->Unmount(target, UMOUNT_NOFOLLOW).WithContext("unmounting " + target);
+}
+
+std::vector<std::string> MountPointsShowing(const MountTable& table, const std::string& dir) {
+  std::vector<std::string> points;
+  std::optional<FsLocation> where = LocateInFs(table, dir);
+  if (!where.has_value()) return points;
+  for (const MountInfoEntry& entry : table.entries()) {
+    if (ShowsDirectory(entry, *where, /*exactly=*/false) &&
+        table.TopMountAt(entry.mount_point) == &entry) {
+      points.push_back(entry.mount_point);
+    }
+  }
+  return points;
+}
+
+bool ShowsLostVolumesTmpfs(const MountTable& table, const std::string& target,
+                           const std::string& volume_id, const std::string& volumes_root) {
+  const MountInfoEntry* top = table.TopMountAt(target);
+  const MountInfoEntry* volumes = table.TopMountAt(volumes_root);
+  if (top == nullptr || top->fstype != "tmpfs" || top->root != "/" + volume_id + "/data") {
+    return false;
+  }
+  return volumes == nullptr || volumes->major != top->major || volumes->minor != top->minor;
+}
+
+Status ReattachThroughTarget(const std::string& target, const std::string& data_dir, Env* env) {
+  CERTMOUNT_RETURN_IF_ERROR(env->CreateDirectories(data_dir, 0755));
+  CERTMOUNT_RETURN_IF_ERROR(env->Mount(target, data_dir, "", MS_BIND, "")
+                                .WithContext("bind-mounting " + target + " at " + data_dir));
+  Status writable = env->Mount("", data_dir, "", MS_BIND | MS_REMOUNT | kLockedDownFlags, "");
+  if (writable.ok()) return Status::Ok();
+  (void)env->Unmount(data_dir, UMOUNT_NOFOLLOW);
+  return writable.WithContext("remounting " + data_dir + " writable");
+}
+
+Status DetachReattached(const std::string& data_dir, Env* env) {
+  Result<FileStat> data = env->LStat(data_dir);
+  Result<FileStat> parent = env->LStat(data_dir.substr(0, data_dir.rfind('/')));
+  if (!data.ok() || !parent.ok() || data->device == parent->device) return Status::Ok();
+  return UnmountTop(data_dir, env);
+}
+
+std::map<std::string, std::vector<std::string>> MountPointsByVolume(
+    const MountTable& table, const std::string& volumes_root) {
+  std::map<std::string, std::vector<std::string>> shown;
+  std::optional<FsLocation> where = LocateInFs(table, volumes_root);
+  if (!where.has_value()) return shown;
+  const size_t skip = where->path_in_fs == "/" ? 1 : where->path_in_fs.size() + 1;
+  for (const MountInfoEntry& entry : table.entries()) {
+    if (!ShowsDirectory(entry, *where, /*exactly=*/false) || entry.root.size() <= skip ||
+        table.TopMountAt(entry.mount_point) != &entry) {
+      continue;
+    }
+    std::string_view rest = std::string_view(entry.root).substr(skip);
+    shown[std::string(rest.substr(0, rest.find('/')))].push_back(entry.mount_point);
+  }
+  return shown;
+}
+
 std::optional<std::string> BindSourceUnder(const MountTable& table, const std::string& target,
                                            const std::string& data_dir) {
   const MountInfoEntry* mounted = table.TopMountAt(target);
   if (mounted == nullptr) return std::nullopt;
-  // Find the mount data_dir lives on by walking up to the nearest mount
-  // point: O(depth * log mounts), never a scan of the table.
-  std::string containing_point = data_dir;
-  const MountInfoEntry* data_mount = nullptr;
-  while (!containing_point.empty()) {
-    data_mount = table.TopMountAt(containing_point);
-    if (data_mount != nullptr) break;
-    size_t slash = containing_point.find_last_of('/');
-    if (slash == std::string::npos) break;
-    containing_point =
-        slash == 0 ? (containing_point == "/" ? "" : "/") : containing_point.substr(0, slash);
-  }
-  if (data_mount == nullptr || data_mount == mounted) return std::nullopt;
-  if (mounted->major != data_mount->major || mounted->minor != data_mount->minor) {
+  std::optional<FsLocation> data = LocateInFs(table, data_dir);
+  if (!data.has_value() || !ShowsDirectory(*mounted, *data, /*exactly=*/false)) {
     return std::nullopt;
   }
-  // data_dir as a path inside its filesystem, comparable with mountinfo roots.
-  std::string below_point = data_dir.substr(containing_point == "/" ? 0 : containing_point.size());
-  std::string data_root = data_mount->root == "/" ? below_point : data_mount->root + below_point;
-  if (data_root.empty()) data_root.push_back('/');  // not = "/": GCC 12 -O3 -Wrestrict
-  if (!IsAtOrBelow(mounted->root, data_root)) return std::nullopt;
   std::string_view rest =
-      std::string_view(mounted->root).substr(data_root == "/" ? 0 : data_root.size());
+      std::string_view(mounted->root).substr(data->path_in_fs == "/" ? 0 : data->path_in_fs.size());
   if (!rest.empty() && rest[0] == '/') rest.remove_prefix(1);
   if (rest.empty()) return data_dir;
   return (data_dir == "/" ? "" : data_dir) + "/" + std::string(rest);

@@ -3,8 +3,10 @@
 // kubelet's target paths, and their removal.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "volume/env.h"
@@ -50,13 +52,77 @@ Status BindMountReadOnly(const std::string& source_dir, const std::string& targe
 // is reported as UNAVAILABLE so kubelet retries. Symlinks are not followed.
 Status Unmount(const std::string& target, Env* env);
 
+// Where a directory lives, as mountinfo names it: the device of the
+// filesystem it is on and its path inside that filesystem (comparable with
+// MountInfoEntry::root), plus the mount it was found through.
+struct FsLocation {
+  unsigned major = 0;
+  unsigned minor = 0;
+  std::string path_in_fs;
+  const MountInfoEntry* mount = nullptr;
+};
+
+// Locates `dir` (absolute, canonical) through the nearest mount point at or
+// above it. nullopt when the table has no mount above it.
+std::optional<FsLocation> LocateInFs(const MountTable& table, const std::string& dir);
+
+// Whether `entry` shows `where` or a directory below it (same device, root at
+// or below where.path_in_fs); with `exactly`, only `where` itself.
+bool ShowsDirectory(const MountInfoEntry& entry, const FsLocation& where, bool exactly);
+
+// Who holds a target path in the mount table, from one volume's point of
+// view. The driver acts on a target only when it is kThisVolume: a mount
+// point, a path or a row alone proves nothing (docs/design.md, Ownership).
+enum class TargetHolder {
+  kNothing,            // not a mount point
+  kThisVolume,         // the visible mount is a bind of the volume's data directory
+  kThisVolumeCovered,  // the volume's bind is there, under another mount
+  kOther,              // a mount point, none of whose mounts is the volume's
+};
+
+// Who holds `target` (absolute, canonical) for the volume whose data
+// directory is `volume_data_dir` (absolute, canonical, on the volumes tmpfs).
+TargetHolder WhoHolds(const MountTable& table, const std::string& target,
+                      const std::string& volume_data_dir);
+
+// Unmounts the visible mount at `target` once: UMOUNT_NOFOLLOW, no
+// MNT_DETACH (a busy mount is UNAVAILABLE, kubelet retries). Never loops:
+// callers establish with WhoHolds that this one layer is theirs.
+Status UnmountTop(const std::string& target, Env* env);
+
+// Every mount point whose visible mount shows `dir` or a directory below it
+// (absolute, canonical); what keeps a directory from being deleted while a
+// pod still sees it.
+std::vector<std::string> MountPointsShowing(const MountTable& table, const std::string& dir);
+
+// Whether the visible mount at `target` is a bind of "<id>/data" on a tmpfs
+// other than the one now at `volumes_root`: the volume's directory on a
+// volumes tmpfs the driver lost (it restarted without the host's tmpfs, and
+// the pod still holds a bind of the old one).
+bool ShowsLostVolumesTmpfs(const MountTable& table, const std::string& target,
+                           const std::string& volume_id, const std::string& volumes_root);
+
+// Makes `data_dir` (created when missing) a writable view of the directory
+// the mount at `target` shows: a bind of the target, remounted read-write,
+// nosuid, nodev, noexec. Renewals written to `data_dir` then reach the pod.
+Status ReattachThroughTarget(const std::string& target, const std::string& data_dir, Env* env);
+
+// Unmounts what ReattachThroughTarget mounted at `data_dir`, if anything
+// (a mount point there has another device than its parent directory).
+Status DetachReattached(const std::string& data_dir, Env* env);
+
+// For each directory name directly below `volumes_root` (absolute,
+// canonical): the mount points whose visible mount shows that directory or
+// something below it. One pass over the table, for the startup sweep.
+std::map<std::string, std::vector<std::string>> MountPointsByVolume(
+    const MountTable& table, const std::string& volumes_root);
+
 // When the visible mount at `target` shows `data_dir` or a directory below
 // it (same device as the mount data_dir lives on, and a mountinfo root at or
 // below data_dir's path inside that filesystem), returns that directory as a
 // path under `data_dir`; nullopt otherwise. `data_dir` may be the data tmpfs
 // itself or any directory on it (e.g. one volume's directory). Both paths
-// absolute and canonical. Startup cleanup uses it to touch only the driver's
-// own mounts.
+// absolute and canonical.
 std::optional<std::string> BindSourceUnder(const MountTable& table, const std::string& target,
                                            const std::string& data_dir);
 

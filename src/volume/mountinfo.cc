@@ -157,4 +157,28 @@ size_t MountTable::MountCountAt(const std::string& path) const {
   return it == by_mount_point_.end() ? 0 : it->second.count;
 }
 
+std::vector<const MountInfoEntry*> MountTable::MountsAt(const std::string& path) const {
+  std::vector<const MountInfoEntry*> out;
+  if (MountCountAt(path) == 0) return out;
+  if (MountCountAt(path) == 1) return {TopMountAt(path)};
+  // Stacks are rare and short; a scan keeps the index at one slot per point.
+  for (const MountInfoEntry& entry : entries_) {
+    if (entry.mount_point == path) out.push_back(&entry);
+  }
+  return out;
+}
+
+const MountInfoEntry* MountTable::ContainingMount(const std::string& path) const {
+  // Walks up to the nearest mount point: O(depth * log mounts), never a scan.
+  std::string point = path;
+  while (!point.empty()) {
+    if (const MountInfoEntry* mount = TopMountAt(point)) return mount;
+    if (point == "/") break;
+    size_t slash = point.find_last_of('/');
+    if (slash == std::string::npos) break;
+    point = slash == 0 ? "/" : point.substr(0, slash);
+  }
+  return nullptr;
+}
+
 }  // namespace certmount

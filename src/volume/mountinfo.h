@@ -67,6 +67,11 @@ class MountTable {
   const MountInfoEntry* TopMountAt(const std::string& path) const;
   // How many mounts are stacked at `path` (0 when it is not a mount point).
   size_t MountCountAt(const std::string& path) const;
+  // Every mount at `path`, in mountinfo order (empty when none).
+  std::vector<const MountInfoEntry*> MountsAt(const std::string& path) const;
+  // The nearest mount point at or above `path` (absolute, canonical) and the
+  // visible mount there: the mount `path` lives on. nullptr if none.
+  const MountInfoEntry* ContainingMount(const std::string& path) const;
 
   const std::vector<MountInfoEntry>& entries() const { return entries_; }
 

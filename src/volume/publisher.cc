@@ -8,6 +8,8 @@
 #include "common/metrics.h"
 #include "issue/attributes.h"
 #include "issue/cert_manager_issuer.h"
+#include "issue/certificate_info.h"
+#include "issue/renewal_time.h"
 #include "volume/atomic_writer.h"
 #include "volume/issuance.h"
 #include "volume/mount.h"
@@ -89,10 +91,31 @@ const char* PublishStepName(PublishStep step) {
 
 Publisher::Publisher(PublisherOptions options, Store* store, Issuer* issuer, Env* env,
                      const Clock* clock)
-    : options_(std::move(options)), store_(store), issuer_(issuer), env_(env), clock_(clock) {}
+    : options_(std::move(options)),
+      store_(store),
+      issuer_(issuer),
+      env_(env),
+      clock_(clock),
+      canonical_volumes_root_(VolumesRoot(options_.data_root)),
+      canonical_target_root_(options_.target_root) {}
 
 std::string Publisher::VolumeDir(const std::string& volume_id) const {
   return VolumeLayout::For(options_.data_root, volume_id).root;
+}
+
+std::string Publisher::MountSourceDir(const std::string& volume_id) const {
+  return canonical_volumes_root_ + "/" + volume_id + "/data";
+}
+
+std::string Publisher::CanonicalTarget(const std::string& target) const {
+  // Targets are validated to hold no symlink below the target root, so only
+  // the root itself may differ from its canonical form.
+  const std::string& root = options_.target_root;
+  if (target.size() > root.size() && target.compare(0, root.size(), root) == 0 &&
+      target[root.size()] == '/') {
+    return canonical_target_root_ + target.substr(root.size());
+  }
+  return target;
 }
 
 void Publisher::Step(PublishStep step, const std::string& volume_id) const {
@@ -107,12 +130,28 @@ Result<StartupSummary> Publisher::Startup() {
   } else {
     CERTMOUNT_RETURN_IF_ERROR(env_->CreateDirectories(volumes_root, 0711));
   }
+  CERTMOUNT_ASSIGN_OR_RETURN(canonical_volumes_root_, env_->RealPath(volumes_root));
+  if (Result<std::string> targets = env_->RealPath(options_.target_root); targets.ok()) {
+    canonical_target_root_ = *targets;
+  }
 
+  // A row is proven mounted only by a bind of its own data directory at its
+  // target; any other mount point there proves nothing (docs/design.md).
   CERTMOUNT_ASSIGN_OR_RETURN(MountTable mounts, MountTable::Read(env_));
-  CERTMOUNT_ASSIGN_OR_RETURN(StartupCleanupResult cleanup,
-                             store_->StartupCleanup([&](const std::string& target) {
-                               return mounts.IsMountPoint(target);
-                             }));
+  std::vector<std::pair<std::string, std::string>> lost;
+  CERTMOUNT_ASSIGN_OR_RETURN(
+      StartupCleanupResult cleanup,
+      store_->StartupCleanupProven([&](const std::string& volume_id, const std::string& target) {
+        const std::string canonical = CanonicalTarget(target);
+        TargetHolder holder = WhoHolds(mounts, canonical, MountSourceDir(volume_id));
+        if (holder == TargetHolder::kOther &&
+            ShowsLostVolumesTmpfs(mounts, canonical, volume_id, canonical_volumes_root_)) {
+          lost.emplace_back(volume_id, canonical);
+          return true;
+        }
+        return holder == TargetHolder::kThisVolume || holder == TargetHolder::kThisVolumeCovered;
+      }));
+  for (const auto& [volume_id, target] : lost) ReattachOrReport(volume_id, target);
 
   // The rows are gone and committed: from here on nothing will renew them, so
   // removing their mounts and files can fail or crash without consequence;
@@ -121,43 +160,49 @@ Result<StartupSummary> Publisher::Startup() {
   summary.kept = cleanup.kept;
   summary.deleted = static_cast<int64_t>(cleanup.deleted.size());
   summary.unmounted_by_check = cleanup.unmounted_by_check;
+  const std::map<std::string, std::vector<std::string>> shown =
+      MountPointsByVolume(mounts, canonical_volumes_root_);
   for (const DeletedVolume& deleted : cleanup.deleted) {
-    if (IsMountedFrom(mounts, deleted.target_path, VolumeDir(deleted.volume_id))) {
-      Status unmounted = Unmount(deleted.target_path, env_);
+    const std::string target = CanonicalTarget(deleted.target_path);
+    if (WhoHolds(mounts, target, MountSourceDir(deleted.volume_id)) == TargetHolder::kThisVolume) {
+      Status unmounted = UnmountTop(target, env_);
       if (!unmounted.ok()) {
-        spdlog::warn("startup cleanup: cannot unmount {}: {}", deleted.target_path,
-                     unmounted.ToString());
+        // Its directory stays (the sweep below sees the mount); the next
+        // start tries again.
+        spdlog::warn("startup cleanup: {}", unmounted.ToString());
+        continue;
       }
     }
-    Status removed = RemoveVolumeDir(VolumeDir(deleted.volume_id), env_);
-    if (!removed.ok()) {
-      spdlog::warn("startup cleanup: cannot remove files of {}: {}", deleted.volume_id,
-                   removed.ToString());
+    // Its files go unless a mount other than the one just removed shows them.
+    auto points = shown.find(deleted.volume_id);
+    if (points == shown.end() || (points->second.size() == 1 && points->second[0] == target)) {
+      Status removed = RemoveVolumeDir(VolumeDir(deleted.volume_id), env_);
+      if (!removed.ok()) {
+        spdlog::warn("startup cleanup: cannot remove files of {}: {}", deleted.volume_id,
+                     removed.ToString());
+      }
+    }
+    // The target directory goes when it is empty (rmdir refuses anything
+    // else, a mount point included) and lies below the target root.
+    if (ValidateTargetPath(deleted.target_path, options_.target_root, env_).ok()) {
+      (void)env_->RemoveEmptyDirectory(deleted.target_path);
     }
     // The signer's leftovers (a pending CertificateRequest) go too, in the
     // background: an unreachable API server delays nothing here.
     issuer_->Retire(deleted.pod_namespace, deleted.volume_id, std::nullopt);
   }
 
-  // Directories without a row: left by a crash between a commit that
-  // deleted the row and the removal of its files.
-  // After the cleanup every row is mounted, so the lean schedule query names
-  // them all without parsing 100k attribute objects.
+  // Directories without a row (the deleted ones above, a crash between a
+  // row's deletion and its files', or a database moved aside), decided by
+  // a fresh look at the mount table.
+  CERTMOUNT_ASSIGN_OR_RETURN(MountTable now_mounted, MountTable::Read(env_));
+  SweepOrAdopt(now_mounted, summary);
+  // The signer's objects of volumes that have no row now (adopted ones have
+  // one) go too, in the background.
   CERTMOUNT_ASSIGN_OR_RETURN(std::vector<ScheduledVolume> rows, store_->ListRenewalSchedule());
   std::set<std::string> known;
   for (const ScheduledVolume& row : rows) known.insert(row.volume_id);
-  // The signer's objects of volumes without a row go too (in the background).
   issuer_->RetireAllExcept(known);
-  CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> entries, env_->ListDirectory(volumes_root));
-  for (const std::string& name : entries) {
-    if (known.count(name) != 0) continue;
-    Status removed = RemoveVolumeDir(volumes_root + "/" + name, env_);
-    if (removed.ok()) {
-      ++summary.orphans_removed;
-    } else {
-      spdlog::warn("startup cleanup: cannot remove {}: {}", name, removed.ToString());
-    }
-  }
   summary.milliseconds =
       std::chrono::duration_cast<std::chrono::milliseconds>(clock_->SteadyNow() - started).count();
   PublisherMetrics& m = Metrics();
@@ -166,8 +211,117 @@ Result<StartupSummary> Publisher::Startup() {
   m.startup_volumes.WithLabels({"unmounted"}).Set(static_cast<double>(summary.unmounted_by_check));
   m.startup_volumes.WithLabels({"orphans_removed"})
       .Set(static_cast<double>(summary.orphans_removed));
+  m.startup_volumes.WithLabels({"adopted"}).Set(static_cast<double>(summary.adopted));
+  m.startup_volumes.WithLabels({"kept_unadoptable"})
+      .Set(static_cast<double>(summary.kept_unadoptable));
   m.startup_seconds.Set(std::chrono::duration<double>(clock_->SteadyNow() - started).count());
   return summary;
+}
+
+void Publisher::SweepOrAdopt(const MountTable& mounts, StartupSummary& summary) {
+  // After the cleanup every row is mounted, so the lean schedule query names
+  // them all without parsing 100k attribute objects.
+  std::set<std::string> known;
+  Result<std::vector<ScheduledVolume>> rows = store_->ListRenewalSchedule();
+  Result<std::vector<std::string>> entries = env_->ListDirectory(canonical_volumes_root_);
+  if (!rows.ok() || !entries.ok()) {
+    spdlog::warn("startup cleanup: cannot list volumes: {}",
+                 (rows.ok() ? entries.status() : rows.status()).ToString());
+    return;
+  }
+  for (const ScheduledVolume& row : *rows) known.insert(row.volume_id);
+  const std::map<std::string, std::vector<std::string>> shown =
+      MountPointsByVolume(mounts, canonical_volumes_root_);
+  for (const std::string& name : *entries) {
+    if (known.count(name) != 0) continue;
+    auto points = shown.find(name);
+    if (points == shown.end()) {
+      Status removed = RemoveVolumeDir(canonical_volumes_root_ + "/" + name, env_);
+      if (removed.ok()) {
+        ++summary.orphans_removed;
+      } else {
+        spdlog::warn("startup cleanup: cannot remove {}: {}", name, removed.ToString());
+      }
+      continue;
+    }
+    // Still shown by a mount: a pod may be reading it. Never delete it.
+    std::string target;
+    for (const std::string& point : points->second) {
+      if (point.rfind(canonical_target_root_ + "/", 0) == 0 &&
+          WhoHolds(mounts, point, MountSourceDir(name)) == TargetHolder::kThisVolume) {
+        target = point;
+      }
+    }
+    Status adopted = target.empty()
+                         ? Status::FailedPrecondition("it is mounted at " + points->second.front() +
+                                                      ", which is not a kubelet target")
+                         : Adopt(name, target);
+    if (adopted.ok()) {
+      ++summary.adopted;
+      spdlog::info("startup: adopted volume {} mounted at {}", name, target);
+    } else {
+      ++summary.kept_unadoptable;
+      spdlog::warn(
+          "startup: volume directory {} has no row and is still mounted, so it is kept, but it "
+          "cannot be adopted and will not be renewed: {}. Unmount it, or delete the pod, then "
+          "restart certmountd",
+          name, adopted.ToString());
+    }
+  }
+}
+
+void Publisher::ReattachOrReport(const std::string& volume_id, const std::string& target) {
+  const VolumeLayout layout = VolumeLayout::For(options_.data_root, volume_id);
+  Status reattached = ReattachThroughTarget(target, layout.data, env_);
+  Result<std::optional<VolumeRecord>> row = store_->GetVolume(volume_id);
+  if (reattached.ok() && row.ok() && row->has_value()) {
+    reattached = SaveVolumeDescription(layout, **row, env_);
+  }
+  if (reattached.ok()) {
+    spdlog::warn(
+        "startup: volume {} at {} is served by a volumes tmpfs that is no longer mounted at {} "
+        "(certmountd restarted without the host's tmpfs); reattached it through the pod's mount, "
+        "so renewals reach the pod again",
+        volume_id, target, canonical_volumes_root_);
+    return;
+  }
+  const std::string message =
+      "the volumes tmpfs serving " + target + " is no longer mounted at " +
+      canonical_volumes_root_ +
+      " (certmountd restarted without the host's tmpfs) and could not be reattached (" +
+      reattached.ToString() +
+      "): the certificate will not be renewed; delete the pod so that kubelet publishes a new "
+      "volume, and mount " +
+      canonical_volumes_root_ + " from the host";
+  spdlog::error("startup: volume {}: {}", volume_id, message);
+  if (!row.ok() || !row->has_value()) return;
+  const int64_t retry_at = clock_->NowUnix() + 24 * 3600;
+  Status recorded =
+      store_->RecordRenewalFailure(volume_id, (*row)->renewal_attempts + 1, retry_at, message);
+  if (!recorded.ok()) spdlog::warn("startup: volume {}: {}", volume_id, recorded.ToString());
+}
+
+Status Publisher::Adopt(const std::string& volume_id, const std::string& target) {
+  CERTMOUNT_RETURN_IF_ERROR(ValidateVolumeId(volume_id));
+  const VolumeLayout layout = VolumeLayout::For(options_.data_root, volume_id);
+  CERTMOUNT_ASSIGN_OR_RETURN(VolumeRecord volume, LoadVolumeDescription(layout, volume_id, env_));
+  if (CanonicalTarget(volume.target_path) != target) {
+    return Status::FailedPrecondition("its volume.json names target " + volume.target_path +
+                                      ", not " + target);
+  }
+  std::map<std::string, std::string> attributes = volume.attributes;
+  CERTMOUNT_ASSIGN_OR_RETURN(auto secrets, LoadSecretAttributes(layout, env_));
+  attributes.insert(secrets.begin(), secrets.end());
+  CERTMOUNT_ASSIGN_OR_RETURN(CertificateSpec spec, ParseAttributes(attributes));
+  CERTMOUNT_ASSIGN_OR_RETURN(std::string pem,
+                             env_->ReadFile(layout.data + "/" + spec.certificate_file));
+  CERTMOUNT_ASSIGN_OR_RETURN(CertificateInfo info, ParseLeafCertificate(pem));
+  IssuedCertificateFields fields;
+  fields.serial = info.serial_hex;
+  fields.not_before = info.not_before;
+  fields.not_after = info.not_after;
+  fields.next_issuance_at = NextIssuanceAt(info.not_before, info.not_after, spec.renew_before);
+  return store_->AdoptVolume(volume, fields);
 }
 
 Status Publisher::Publish(const PublishRequest& request) {
@@ -196,20 +350,22 @@ Status Publisher::PublishOnce(const PublishRequest& request) {
   std::shared_ptr<InFlight> flight;
   {
     std::unique_lock lock(mu_);
-    auto it = in_flight_.find(request.volume_id);
-    if (it != in_flight_.end()) {
-      // A retry from kubelet while the first attempt is still issuing: share
-      // its outcome rather than start a second issuance.
-      std::shared_ptr<InFlight> first = it->second;
-      if (first->target_path != request.target_path) {
+    for (auto it = in_flight_.find(request.volume_id); it != in_flight_.end();
+         it = in_flight_.find(request.volume_id)) {
+      std::shared_ptr<InFlight> running = it->second;
+      if (!running->unpublish && running->target_path != request.target_path) {
         return Status::AlreadyExists("volume " + request.volume_id + " is being published at " +
-                                     first->target_path);
+                                     running->target_path);
       }
-      if (!first->finished.wait_until(lock, deadline, [&] { return first->done; })) {
-        return Status::Aborted("a publish of volume " + request.volume_id +
+      // A retry from kubelet while the first attempt is still issuing shares
+      // its outcome rather than start a second issuance; after an unpublish
+      // the publish starts over.
+      if (!running->finished.wait_until(lock, deadline, [&] { return running->done; })) {
+        return Status::Aborted("a" + std::string(running->unpublish ? "n unpublish" : " publish") +
+                               " of volume " + request.volume_id +
                                " is still in progress; retry later");
       }
-      return first->result;
+      if (!running->unpublish) return running->result;
     }
     flight = std::make_shared<InFlight>();
     flight->target_path = request.target_path;
@@ -217,13 +373,82 @@ Status Publisher::PublishOnce(const PublishRequest& request) {
   }
 
   Status result = PublishNew(request, spec, flight->stop.get_token());
+  Release(request.volume_id, flight, result);
+  return result;
+}
 
+void Publisher::Release(const std::string& volume_id, const std::shared_ptr<InFlight>& flight,
+                        const Status& result) {
   std::lock_guard lock(mu_);
   flight->done = true;
   flight->result = result;
   flight->finished.notify_all();
-  in_flight_.erase(request.volume_id);
-  return result;
+  in_flight_.erase(volume_id);
+}
+
+std::shared_ptr<Publisher::InFlight> Publisher::ClaimForUnpublish(const std::string& volume_id) {
+  std::unique_lock lock(mu_);
+  for (auto it = in_flight_.find(volume_id); it != in_flight_.end();
+       it = in_flight_.find(volume_id)) {
+    // An unpublish overtaking its own publish stops the issuance and waits
+    // for the rollback, leaving nothing for the publish to finish later.
+    std::shared_ptr<InFlight> running = it->second;
+    if (!running->unpublish) running->stop.request_stop();
+    running->finished.wait(lock, [&] { return running->done; });
+  }
+  auto flight = std::make_shared<InFlight>();
+  flight->unpublish = true;
+  in_flight_[volume_id] = flight;
+  return flight;
+}
+
+Result<Publisher::TargetState> Publisher::InspectTarget(const std::string& target,
+                                                        const std::string& volume_id) {
+  TargetState state;
+  // Inside another volume's mounted directory (its ..data generation, say):
+  // that directory is on the volumes filesystem, so its device tells.
+  CERTMOUNT_ASSIGN_OR_RETURN(FileStat volumes, env_->LStat(canonical_volumes_root_));
+  Result<FileStat> volumes_parent =
+      env_->LStat(canonical_volumes_root_.substr(0, canonical_volumes_root_.rfind('/') + 1));
+  const bool volumes_is_own_fs = volumes_parent.ok() && volumes_parent->device != volumes.device;
+  const std::string parent = target.substr(0, target.rfind('/'));
+  for (std::string dir = parent; dir.size() > options_.target_root.size();
+       dir = dir.substr(0, dir.rfind('/'))) {
+    Result<FileStat> stat = env_->LStat(dir);
+    if (volumes_is_own_fs && stat.ok() && stat->device == volumes.device) {
+      return Status::InvalidArgument("target path " + target + " lies inside " + dir +
+                                     ", a directory of another certmount volume");
+    }
+  }
+  Result<FileStat> stat = env_->LStat(target);
+  if (!stat.ok()) {
+    if (stat.status().code() == Code::kNotFound) return state;
+    return stat.status();
+  }
+  state.exists = true;
+  if (stat->type != FileStat::Type::kDirectory) {
+    return Status::FailedPrecondition("target path " + target + " exists and is not a directory");
+  }
+  state.canonical = CanonicalTarget(target);
+  CERTMOUNT_ASSIGN_OR_RETURN(MountTable mounts, MountTable::Read(env_));
+  state.holder = WhoHolds(mounts, state.canonical, MountSourceDir(volume_id));
+  if (state.holder == TargetHolder::kOther || state.holder == TargetHolder::kThisVolumeCovered) {
+    const MountInfoEntry& top = *mounts.TopMountAt(state.canonical);
+    return Status::FailedPrecondition("target path " + target + " is already a mount point (" +
+                                      top.fstype + " " + top.source + ", root " + top.root +
+                                      ") that is not volume " + volume_id +
+                                      "'s; refusing to mount over it. Nothing was written");
+  }
+  if (state.holder == TargetHolder::kNothing) {
+    CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> names, env_->ListDirectory(target));
+    if (!names.empty()) {
+      return Status::FailedPrecondition("target path " + target + " is a directory holding " +
+                                        std::to_string(names.size()) +
+                                        " entries; refusing to mount over them. Nothing was "
+                                        "written");
+    }
+  }
+  return state;
 }
 
 namespace {
@@ -252,6 +477,7 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
   const auto deadline = clock_->SteadyNow() + options_.publish_timeout;
   CERTMOUNT_ASSIGN_OR_RETURN(std::optional<gid_t> gid, FileGroup(spec, request.volume_mount_group));
 
+  CERTMOUNT_ASSIGN_OR_RETURN(TargetState target, InspectTarget(request.target_path, volume_id));
   PodInfo pod = PodInfoFromContext(request.volume_context);
   VolumeRecord record;
   record.volume_id = volume_id;
@@ -273,12 +499,7 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
       return Status::AlreadyExists("volume " + volume_id + " is already published at " +
                                    existing->target_path);
     }
-    if (existing->mounted) {
-      // kubelet republishes (requiresRepublish, or a retry after a lost
-      // reply). Tearing a working volume down here is the failure
-      // kubernetes#121271 describes, so a repeat is a no-op.
-      return Status::Ok();
-    }
+    if (existing->mounted) return Republish(request, record, target);
     // An unmounted row that is not in flight is the remains of a rollback
     // that could not finish; clear it and start over.
     RollBack(volume_id, request.target_path, /*mounted=*/true, /*created_target=*/false,
@@ -305,6 +526,8 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
   const VolumeLayout layout = VolumeLayout::For(options_.data_root, volume_id);
   Status secrets = SaveSecretAttributes(layout, SecretAttributes(request.volume_context), env_);
   if (!secrets.ok()) return fail(secrets);
+  Status described = SaveVolumeDescription(layout, record, env_);
+  if (!described.ok()) return fail(described);
   IssuanceRequest issuance;
   issuance.volume_id = volume_id;
   issuance.spec = &spec;
@@ -345,12 +568,16 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
     return fail(fields.status());
   }
 
-  Result<bool> target_created = EnsureTargetDirectory(request.target_path, env_);
-  if (!target_created.ok()) return fail(target_created.status());
-  created_target = *target_created;
-  Status bound = BindMountReadOnly(layout.data, request.target_path, env_);
-  if (!bound.ok()) return fail(bound);
-  mounted = true;
+  // A bind of this very directory already there (its row was lost while it
+  // stayed mounted) is reused, never stacked on.
+  if (target.holder != TargetHolder::kThisVolume) {
+    Result<bool> target_created = EnsureTargetDirectory(request.target_path, env_);
+    if (!target_created.ok()) return fail(target_created.status());
+    created_target = *target_created;
+    Status bound = BindMountReadOnly(layout.data, request.target_path, env_);
+    if (!bound.ok()) return fail(bound);
+    mounted = true;
+  }
   Step(PublishStep::kMounted, volume_id);
 
   IssuanceAttempt attempt;
@@ -370,11 +597,54 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
   return Status::Ok();
 }
 
+Status Publisher::Republish(const PublishRequest& request, const VolumeRecord& wanted,
+                            const TargetState& target) {
+  const std::string& volume_id = request.volume_id;
+  CERTMOUNT_ASSIGN_OR_RETURN(std::optional<VolumeRecord> row, store_->GetVolume(volume_id));
+  if (!row.has_value() || !row->mounted) {
+    return Status::Aborted("volume " + volume_id + " changed during the publish; retry");
+  }
+  const VolumeLayout layout = VolumeLayout::For(options_.data_root, volume_id);
+  Result<std::map<std::string, std::string>> secrets = LoadSecretAttributes(layout, env_);
+  if (row->attributes != wanted.attributes || row->file_group != wanted.file_group ||
+      !secrets.ok() || *secrets != SecretAttributes(request.volume_context)) {
+    return Status::AlreadyExists("volume " + volume_id + " is already published at " +
+                                 request.target_path +
+                                 " with other volume attributes or volume_mount_group");
+  }
+  // kubelet republishes (requiresRepublish, or a retry after a lost reply).
+  // A working volume is never torn down here (kubernetes#121271); what is
+  // checked is that the pod really sees it.
+  CERTMOUNT_ASSIGN_OR_RETURN(CertificateSpec spec, ParseAttributes(request.volume_context));
+  for (const std::string& name : {spec.certificate_file, spec.private_key_file, spec.ca_file}) {
+    Result<std::string> contents = env_->ReadFile(layout.data + "/" + name);
+    if (!contents.ok() || contents->empty()) {
+      return Status::Unavailable("volume " + volume_id + " is published but its file " + name +
+                                 " is missing from " + layout.data +
+                                 "; the next renewal rewrites the files");
+    }
+  }
+  if (target.holder == TargetHolder::kThisVolume) return Status::Ok();
+  // The mount went away (an admin's umount, a failed unpublish): put it back.
+  CERTMOUNT_RETURN_IF_ERROR(EnsureTargetDirectory(request.target_path, env_).status());
+  CERTMOUNT_RETURN_IF_ERROR(BindMountReadOnly(layout.data, request.target_path, env_));
+  spdlog::info("republish of volume {}: mount at {} was gone and is re-established", volume_id,
+               request.target_path);
+  return Status::Ok();
+}
+
 void Publisher::RollBack(const std::string& volume_id, const std::string& target_path, bool mounted,
                          bool created_target, bool keep_pending) {
   if (mounted) {
-    Status s = Unmount(target_path, env_);
-    if (!s.ok()) spdlog::warn("rollback {}: unmount: {}", volume_id, s.ToString());
+    // Only our own bind, one layer: whatever else is there stays.
+    Result<MountTable> mounts = MountTable::Read(env_);
+    if (!mounts.ok()) {
+      spdlog::warn("rollback {}: {}", volume_id, mounts.status().ToString());
+    } else if (WhoHolds(*mounts, CanonicalTarget(target_path), MountSourceDir(volume_id)) ==
+               TargetHolder::kThisVolume) {
+      Status s = UnmountTop(target_path, env_);
+      if (!s.ok()) spdlog::warn("rollback {}: {}", volume_id, s.ToString());
+    }
   }
   if (created_target) {
     Status s = env_->RemoveEmptyDirectory(target_path);
@@ -391,38 +661,59 @@ void Publisher::RollBack(const std::string& volume_id, const std::string& target
 
 Status Publisher::Unpublish(const std::string& volume_id, const std::string& target_path) {
   CERTMOUNT_RETURN_IF_ERROR(ValidateVolumeId(volume_id));
-  {
-    // An unpublish overtaking its own publish: stop the issuance, wait for
-    // the rollback, and leave nothing for the publish to finish later.
-    std::unique_lock lock(mu_);
-    auto it = in_flight_.find(volume_id);
-    if (it != in_flight_.end()) {
-      std::shared_ptr<InFlight> flight = it->second;
-      flight->stop.request_stop();
-      flight->finished.wait(lock, [&] { return flight->done; });
-    }
-  }
-  if (observer_ != nullptr) observer_->OnRemoved(volume_id);
+  std::shared_ptr<InFlight> flight = ClaimForUnpublish(volume_id);
+  Status result = UnpublishClaimed(volume_id, target_path);
+  Release(volume_id, flight, result);
+  return result;
+}
 
+Status Publisher::UnpublishClaimed(const std::string& volume_id, const std::string& target_path) {
   CERTMOUNT_ASSIGN_OR_RETURN(std::optional<VolumeRecord> existing, store_->GetVolume(volume_id));
   if (existing.has_value() && existing->target_path != target_path) {
     return Status::InvalidArgument("volume " + volume_id + " is published at " +
                                    existing->target_path + ", not at " + target_path);
   }
+  const std::string data_dir = MountSourceDir(volume_id);
   // A target that is already gone needs no unmount; anything else must be
-  // below the target root before it is touched.
+  // below the target root before it is touched, and is touched only when
+  // the mount table shows our own bind there.
   if (env_->LStat(target_path).ok()) {
     CERTMOUNT_RETURN_IF_ERROR(ValidateTargetPath(target_path, options_.target_root, env_));
-    CERTMOUNT_RETURN_IF_ERROR(Unmount(target_path, env_));
-    CERTMOUNT_RETURN_IF_ERROR(env_->RemoveEmptyDirectory(target_path));
+    const std::string target = CanonicalTarget(target_path);
+    CERTMOUNT_ASSIGN_OR_RETURN(MountTable mounts, MountTable::Read(env_));
+    const TargetHolder holder = WhoHolds(mounts, target, data_dir);
+    if (holder == TargetHolder::kThisVolumeCovered) {
+      return Status::FailedPrecondition(
+          "volume " + volume_id + "'s mount at " + target_path +
+          " is covered by another mount; unmount that one first. The volume stays published");
+    }
+    if (holder == TargetHolder::kThisVolume) CERTMOUNT_RETURN_IF_ERROR(UnmountTop(target, env_));
+    if (existing.has_value() && holder != TargetHolder::kOther) {
+      // rmdir: never a directory holding anything, never a mount point.
+      Status removed = env_->RemoveEmptyDirectory(target_path);
+      if (!removed.ok())
+        spdlog::info("unpublish {}: target kept: {}", volume_id, removed.ToString());
+    }
+  }
+  if (!existing.has_value()) {
+    // Unknown to the database (a publish that failed or timed out leaves no
+    // row): the signer still finds the volume's objects by their labels.
+    issuer_->Retire("", volume_id, std::nullopt);
+    // Its files, if any, go only when no mount shows them any more.
+    CERTMOUNT_ASSIGN_OR_RETURN(MountTable mounts, MountTable::Read(env_));
+    if (!MountPointsShowing(mounts, data_dir).empty()) return Status::Ok();
+    return RemoveVolumeDir(VolumeDir(volume_id), env_);
   }
   // The row goes before the files: a crash in between leaves an orphan
   // directory, which startup removes, never a row without its files.
   CERTMOUNT_RETURN_IF_ERROR(store_->DeleteVolume(volume_id).status());
+  // Only now, with mount and row gone, does the scheduler forget it; this
+  // also waits out a renewal still writing its files.
+  if (observer_ != nullptr) observer_->OnRemoved(volume_id);
   if (options_.tokens != nullptr) options_.tokens->Erase(volume_id);
-  // With or without a row (a publish that failed or timed out leaves none):
-  // the signer finds the volume's objects by their labels.
-  issuer_->Retire(existing.has_value() ? existing->pod_namespace : "", volume_id, std::nullopt);
+  issuer_->Retire(existing->pod_namespace, volume_id, std::nullopt);
+  CERTMOUNT_RETURN_IF_ERROR(
+      DetachReattached(VolumeLayout::For(options_.data_root, volume_id).data, env_));
   return RemoveVolumeDir(VolumeDir(volume_id), env_);
 }
 

@@ -20,6 +20,7 @@
 #include "issue/request.h"
 #include "state/store.h"
 #include "volume/env.h"
+#include "volume/mount.h"
 #include "volume/service_account_tokens.h"
 
 namespace certmount {
@@ -37,6 +38,12 @@ struct StartupSummary {
   int64_t deleted = 0;
   int64_t unmounted_by_check = 0;
   int64_t orphans_removed = 0;
+  // Directories without a row that a live bind mount at a kubelet target
+  // still shows: their rows were rebuilt from volume.json and the files.
+  int64_t adopted = 0;
+  // Directories without a row that a live mount shows but that could not be
+  // adopted (no readable description or certificate): kept, not renewed.
+  int64_t kept_unadoptable = 0;
   int64_t milliseconds = 0;
 };
 
@@ -83,18 +90,28 @@ class Publisher {
   Publisher(PublisherOptions options, Store* store, Issuer* issuer, Env* env, const Clock* clock);
 
   // Mounts the volumes tmpfs if needed, then runs the startup cleanup: rows
-  // whose target is no longer a mount point are unmarked, every unmounted row
-  // is deleted in one statement, and after the commit their mounts and files
-  // are removed along with directories that have no row. Must finish before
-  // the socket is served and before any renewal starts.
+  // whose target does not show a bind of their own data directory are
+  // unmarked, every unmounted row is deleted in one statement, and after the
+  // commit their mounts (only ours), files and empty target directories are
+  // removed. A directory without a row is removed only when no mount shows
+  // it; one still bind-mounted at a kubelet target is adopted (its row
+  // rebuilt as mounted from volume.json and its certificate). Must finish
+  // before the socket is served and before any renewal starts.
   Result<StartupSummary> Startup();
 
-  // Publishes a volume. OK when it is (now or already) mounted at the target.
-  // Every failure leaves no row, no files and no mount behind.
+  // Publishes a volume. OK when it is (now or already) mounted at the target;
+  // a repeat re-establishes a bind mount that went away. FAILED_PRECONDITION,
+  // with nothing written, when the target is a mount point that is not this
+  // volume's or a non-empty directory; INVALID_ARGUMENT when it lies inside
+  // another volume's mounted directory; ALREADY_EXISTS for a repeat with
+  // other attributes or group. Every failure of a new publish leaves no row,
+  // no files and no mount behind. Operations on one volume id never overlap.
   Status Publish(const PublishRequest& request);
 
-  // Unmounts, removes the target directory, the row and the files.
-  // Idempotent: OK for an unknown volume or a target that is gone.
+  // Removes this volume's own bind mount at the target (one layer, never a
+  // foreign mount), the target directory when empty, the row and the files.
+  // Idempotent: OK for an unknown volume or a target that is gone. When the
+  // unmount fails the row stays mounted and the volume stays scheduled.
   Status Unpublish(const std::string& volume_id, const std::string& target_path);
 
   // Cancels in-flight publishes; used at shutdown.
@@ -106,6 +123,7 @@ class Publisher {
 
  private:
   struct InFlight {
+    bool unpublish = false;
     std::string target_path;
     std::stop_source stop;
     bool done = false;
@@ -113,8 +131,39 @@ class Publisher {
     std::condition_variable finished;
   };
 
+  // What the mount table and the directory say about a target.
+  struct TargetState {
+    bool exists = false;
+    std::string canonical;  // as mountinfo prints it
+    TargetHolder holder = TargetHolder::kNothing;
+    std::string description;  // of the foreign mount, for messages
+  };
+
   // Publish without the timing.
   Status PublishOnce(const PublishRequest& request);
+  // Refuses a target the volume may not use; describes it otherwise.
+  Result<TargetState> InspectTarget(const std::string& target, const std::string& volume_id);
+  // A publish of a volume whose row is mounted: checks the request matches,
+  // then verifies files and mount, re-mounting when the mount is gone.
+  Status Republish(const PublishRequest& request, const VolumeRecord& wanted,
+                   const TargetState& target);
+  Status UnpublishClaimed(const std::string& volume_id, const std::string& target_path);
+  // Waits until no other operation of `volume_id` runs (cancelling a
+  // publish), then registers an unpublish.
+  std::shared_ptr<InFlight> ClaimForUnpublish(const std::string& volume_id);
+  void Release(const std::string& volume_id, const std::shared_ptr<InFlight>& flight,
+               const Status& result);
+  // Removes directories without a row unless a mount shows them; adopts
+  // those bind-mounted at a kubelet target.
+  void SweepOrAdopt(const MountTable& mounts, StartupSummary& summary);
+  Status Adopt(const std::string& volume_id, const std::string& target);
+  // A mounted row whose target shows its directory on a volumes tmpfs that
+  // is no longer the driver's: reattach that directory through the target,
+  // or record why not so the volume reports abnormal.
+  void ReattachOrReport(const std::string& volume_id, const std::string& target);
+  // The volume's data directory and a target path as mountinfo prints them.
+  std::string MountSourceDir(const std::string& volume_id) const;
+  std::string CanonicalTarget(const std::string& target) const;
   Status PublishNew(const PublishRequest& request, const CertificateSpec& spec,
                     std::stop_token stop);
   // Undoes a failed publish: unmount, files, row. Keeps the first error.
@@ -130,6 +179,11 @@ class Publisher {
   Env* env_;
   const Clock* clock_;
   VolumeObserver* observer_ = nullptr;
+
+  // Canonical forms of the volumes root and the target root (Startup
+  // resolves them; until then the configured paths).
+  std::string canonical_volumes_root_;
+  std::string canonical_target_root_;
 
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<InFlight>> in_flight_;

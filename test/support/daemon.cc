@@ -161,7 +161,7 @@ csi::v1::NodePublishVolumeRequest KubeletPublishRequest(
   auto* capability = request.mutable_volume_capability();
   capability->mutable_mount();
   capability->mutable_access_mode()->set_mode(
-      csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_READER_ONLY);
+      csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
   auto& context = *request.mutable_volume_context();
   context["csi.storage.k8s.io/ephemeral"] = "true";
   context["csi.storage.k8s.io/pod.name"] = "web-0";
