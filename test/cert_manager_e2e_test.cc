@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <thread>
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
 
 #include "issue/cert_manager_issuer.h"
 #include "kube/base64.h"
@@ -291,7 +291,8 @@ TEST(CertManagerDaemonConfig, MissingKubeconfigIsExitOneWithAClearMessage) {
   TempDir dir;
   ProcessResult r = RunProcess({CERTMOUNTD_PATH, "--node-id=n", "--data-root=" + dir.Sub("data"),
                                 "--endpoint=unix://" + dir.Sub("csi.sock"), "--mount-tmpfs=false",
-                                "--issuer=cert-manager", "--kubeconfig=" + dir.Sub("missing")});
+                                "--target-root=" + dir.path().string(), "--issuer=cert-manager",
+                                "--kubeconfig=" + dir.Sub("missing")});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("--kubeconfig"), std::string::npos) << r.err;
 }
