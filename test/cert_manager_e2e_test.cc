@@ -445,7 +445,8 @@ TEST(CertManagerDaemonConfig, MissingKubeconfigIsExitOneWithAClearMessage) {
   TempDir dir;
   ProcessResult r = RunProcess({CERTMOUNTD_PATH, "--node-id=n", "--data-root=" + dir.Sub("data"),
                                 "--endpoint=unix://" + dir.Sub("csi.sock"), "--mount-tmpfs=false",
-                                "--issuer=cert-manager", "--kubeconfig=" + dir.Sub("missing")});
+                                "--target-root=" + dir.path().string(), "--issuer=cert-manager",
+                                "--kubeconfig=" + dir.Sub("missing")});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("--kubeconfig"), std::string::npos) << r.err;
 }

@@ -189,6 +189,23 @@ users: [{name: u, user: {exec: {command: aws}}}]
   EXPECT_EQ(LoadKubeconfig(dir.Sub("absent")).status().code(), Code::kFailedPrecondition);
 }
 
+// Found by fuzz/kubeconfig_fuzz.cc: a byte >= 0x80 in inline base64 data made
+// yaml-cpp's decoder read outside its table and crash certmountd at start.
+TEST(KubeconfigTest, BytesOutsideTheBase64AlphabetAreRefusedNotDecoded) {
+  TempDir dir;
+  WriteFile(dir.Sub("high"),
+            "current-context: x\n"
+            "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+            "clusters: [{name: c, cluster: {server: \"https://h:1\"}}]\n"
+            "users: [{name: u, user: {client-key-data: \"LS0tL\xd7"
+            "1CRUdJTiB\"}}]\n");
+  EXPECT_EQ(LoadKubeconfig(dir.Sub("high")).status().code(), Code::kInvalidArgument);
+  for (const char* text : {"LS0t\xd7", "\xff\xff\xff\xff", "ab!d", "YWJj\x80"}) {
+    EXPECT_EQ(Base64Decode(text).status().code(), Code::kInvalidArgument) << text;
+  }
+  EXPECT_EQ(*Base64Decode("YWJj\nZGVm"), "abcdef");
+}
+
 TEST(InClusterConfigTest, ReadsEnvironmentAndServiceAccountDir) {
   TempDir dir;
   WriteFile(dir.Sub("ca.crt"), "CLUSTER CA");
