@@ -10,6 +10,7 @@
 #include <string>
 
 #include "issue/go_duration.h"
+#include "issue/renewal_time.h"
 
 namespace certmount {
 namespace {
@@ -689,6 +690,16 @@ TEST(ParseAttributesTest, VariableValueCannotAddRdnsToALiteralSubject) {
       With({{std::string(kPodName), "x,O=Evil+UID=1"}, {"literal-subject", "CN=${POD_NAME}"}}));
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   EXPECT_EQ(spec->literal_subject, "CN=x\\,O\\=Evil\\+UID\\=1");
+}
+
+// csi-driver's rule: renew-before counts only when not_before + renew-before
+// is before not_after; otherwise two thirds into the lifetime.
+TEST(NextIssuanceAtTest, RenewBeforeThatDoesNotFitFallsBackToTwoThirds) {
+  EXPECT_EQ(NextIssuanceAt(1000, 4600, seconds(1800)), 2800);
+  EXPECT_EQ(NextIssuanceAt(1000, 4600, std::nullopt), 3400);
+  EXPECT_EQ(NextIssuanceAt(1000, 4600, seconds(3600)), 3400);
+  EXPECT_EQ(NextIssuanceAt(1000, 4600, hours(25)), 3400);
+  EXPECT_EQ(NextIssuanceAt(1000, 4600, seconds(3599)), 1001);
 }
 
 TEST(PodInfoFromContextTest, ReadsKubeletEntries) {

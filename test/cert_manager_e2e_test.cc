@@ -203,6 +203,49 @@ TEST_F(CertManagerDaemonTest, UseTokenRequestSignsWithThePodsTokenAndNeverStores
   }
 }
 
+// KEP-5538 (CSIDriver serviceAccountTokenInSecrets): the tokens arrive in
+// NodePublishVolumeRequest.secrets; they win over any in the volume context,
+// and are never logged or stored either.
+TEST_F(CertManagerDaemonTest, TokenFromTheSecretsFieldIsPreferredAndNeverStored) {
+  const std::string pod_token = "secrets-token-5a1c";
+  const std::string stale_token = "context-token-9e2b";
+  api_.AcceptToken(pod_token);
+  api_.AcceptToken(stale_token);
+  StartDaemon(api_.url(), {"--use-token-request"});
+
+  csi::v1::NodePublishVolumeRequest request =
+      KubeletPublishRequest("csi-cm-s", Target("pod-s"), CertManagerAttributes());
+  auto tokens = [](const std::string& token) {
+    return R"({"":{"token":")" + token + R"(","expirationTimestamp":"2030-01-01T00:00:00Z"}})";
+  };
+  (*request.mutable_secrets())["csi.storage.k8s.io/serviceAccount.tokens"] = tokens(pod_token);
+  (*request.mutable_volume_context())["csi.storage.k8s.io/serviceAccount.tokens"] =
+      tokens(stale_token);
+  csi::v1::NodePublishVolumeResponse response;
+  grpc::Status status = daemon_->node().NodePublishVolume(CallContext().get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message() << daemon_->log();
+
+  // Only in secrets: still found.
+  csi::v1::NodePublishVolumeRequest only_secrets =
+      KubeletPublishRequest("csi-cm-s2", Target("pod-s2"), CertManagerAttributes());
+  (*only_secrets.mutable_secrets())["csi.storage.k8s.io/serviceAccount.tokens"] = tokens(pod_token);
+  status = daemon_->node().NodePublishVolume(CallContext().get(), only_secrets, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message() << daemon_->log();
+
+  std::vector<std::string> authorizations;
+  for (const RecordedRequest& recorded : api_.Requests()) {
+    if (recorded.method == "POST") authorizations.push_back(recorded.authorization);
+  }
+  EXPECT_EQ(authorizations, std::vector<std::string>(2, "Bearer " + pod_token));
+
+  daemon_->Terminate();
+  for (const std::string& file : {daemon_->log(), Slurp(daemon_->data_root() + "/state.db"),
+                                  Slurp(daemon_->data_root() + "/state.db-wal")}) {
+    EXPECT_EQ(file.find(pod_token), std::string::npos);
+    EXPECT_EQ(file.find(stale_token), std::string::npos);
+  }
+}
+
 TEST_F(CertManagerDaemonTest, RetriedPublishResumesTheRequestItTimedOutOn) {
   api_.SetPolicy(SignerPolicy::kPending);
   StartDaemon(api_.url(), {"--publish-timeout=2s"});

@@ -618,6 +618,7 @@ TEST(DeployOverlays, TokenRequestAsksKubeletForTokens) {
   ASSERT_EQ(spec["tokenRequests"].size(), 1u);
   EXPECT_EQ(Str(spec["tokenRequests"][0]["audience"]), "");
   EXPECT_TRUE(spec["requiresRepublish"].as<bool>(false));
+  EXPECT_TRUE(spec["serviceAccountTokenInSecrets"].as<bool>(false));
   std::vector<std::string> args =
       Args(Container(Find(rendered.resources, "DaemonSet"), "certmountd"));
   EXPECT_NE(std::find(args.begin(), args.end(), "--use-token-request"), args.end());

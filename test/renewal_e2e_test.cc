@@ -23,11 +23,6 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-std::string Lower(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
-
 // The serial the pod sees, read through one resolution of ..data so the
 // certificate and key come from the same generation.
 struct PodView {
@@ -42,7 +37,7 @@ PodView ReadPodView(const std::string& target) {
   const fs::path generation = fs::read_symlink(fs::path(target) / "..data", error);
   if (error) return view;
   const std::string dir = (fs::path(target) / generation).string();
-  view.serial = Lower(InspectCertificateFile(dir + "/tls.crt").serial_hex);
+  view.serial = InspectCertificateFile(dir + "/tls.crt").serial_hex;
   view.key_matches = KeyMatchesCertificate(dir + "/tls.key", dir + "/tls.crt");
   view.verify_error = VerifyChain(dir + "/tls.crt", dir + "/ca.crt");
   return view;

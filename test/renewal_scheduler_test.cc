@@ -35,11 +35,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-std::string Lower(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
-
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;
@@ -266,7 +261,7 @@ TEST_F(RenewalSchedulerTest, RenewalReplacesFilesAndRecordsRowAndHistory) {
   EXPECT_EQ(row.last_error, "");
   EXPECT_EQ(scheduler.DueAt("v"), t0 + 5 + 2400);
   // The pod's files are the new certificate.
-  EXPECT_EQ(Lower(testing::InspectCertificateFile(CertPath("v")).serial_hex), row.serial);
+  EXPECT_EQ(testing::InspectCertificateFile(CertPath("v")).serial_hex, row.serial);
 
   auto history = store_->ListIssuances("v");
   ASSERT_TRUE(history.ok());
@@ -341,7 +336,7 @@ TEST_F(RenewalSchedulerTest, FailingIssuerBacksOffAndLeavesTheCertificateInPlace
   EXPECT_EQ(healed.renewal_attempts, 0);
   EXPECT_EQ(healed.last_error, "");
   EXPECT_NE(healed.serial, first.serial);
-  EXPECT_EQ(Lower(testing::InspectCertificateFile(CertPath("v")).serial_hex), healed.serial);
+  EXPECT_EQ(testing::InspectCertificateFile(CertPath("v")).serial_hex, healed.serial);
 }
 
 TEST_F(RenewalSchedulerTest, BackoffSurvivesARestart) {

@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/pkcs12.h>
+#include <openssl/provider.h>
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
@@ -75,14 +76,20 @@ InspectedCertificate InspectCertificateFile(const std::string& path) {
   long len = BIO_get_mem_data(subject.get(), &data);
   out.subject.assign(data, static_cast<size_t>(len));
 
-  GeneralNamesPtr names(static_cast<GENERAL_NAMES*>(
-      X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr)));
+  GeneralNamesPtr names(
+      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr)));
   for (int i = 0; names && i < sk_GENERAL_NAME_num(names.get()); ++i) {
     const GENERAL_NAME* name = sk_GENERAL_NAME_value(names.get(), i);
     switch (name->type) {
-      case GEN_DNS: out.dns_names.push_back(Asn1String(name->d.dNSName)); break;
-      case GEN_URI: out.uris.push_back(Asn1String(name->d.uniformResourceIdentifier)); break;
-      case GEN_EMAIL: out.emails.push_back(Asn1String(name->d.rfc822Name)); break;
+      case GEN_DNS:
+        out.dns_names.push_back(Asn1String(name->d.dNSName));
+        break;
+      case GEN_URI:
+        out.uris.push_back(Asn1String(name->d.uniformResourceIdentifier));
+        break;
+      case GEN_EMAIL:
+        out.emails.push_back(Asn1String(name->d.rfc822Name));
+        break;
       case GEN_IPADD: {
         // GENERAL_NAME_print renders v4 dotted and v6 in colon form.
         BioPtr b(BIO_new(BIO_s_mem()));
@@ -95,7 +102,8 @@ InspectedCertificate InspectCertificateFile(const std::string& path) {
         out.ip_addresses.push_back(printed);
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
 
@@ -110,20 +118,26 @@ InspectedCertificate InspectCertificateFile(const std::string& path) {
 
   EVP_PKEY* key = X509_get0_pubkey(cert);
   switch (EVP_PKEY_get_base_id(key)) {
-    case EVP_PKEY_RSA: out.public_key_type = "RSA"; break;
-    case EVP_PKEY_EC: out.public_key_type = "EC"; break;
-    case EVP_PKEY_ED25519: out.public_key_type = "ED25519"; break;
-    default: out.public_key_type = "other"; break;
+    case EVP_PKEY_RSA:
+      out.public_key_type = "RSA";
+      break;
+    case EVP_PKEY_EC:
+      out.public_key_type = "EC";
+      break;
+    case EVP_PKEY_ED25519:
+      out.public_key_type = "ED25519";
+      break;
+    default:
+      out.public_key_type = "other";
+      break;
   }
   out.public_key_bits = EVP_PKEY_get_bits(key);
 
   BIGNUM* serial = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), nullptr);
   char* hex = BN_bn2hex(serial);
-  out.serial_hex = hex;
-  // BN_bn2hex pads to whole bytes ("03AB"); the canonical form has no
-  // leading zeros, as the driver stores it.
-  const size_t first = out.serial_hex.find_first_not_of('0');
-  out.serial_hex = first == std::string::npos ? "0" : out.serial_hex.substr(first);
+  // BN_bn2hex writes whole bytes ("03AB"), as `openssl x509 -serial` prints
+  // and the driver stores it; only zero comes out as one digit.
+  out.serial_hex = std::string(hex) == "0" ? "00" : hex;
   OPENSSL_free(hex);
   BN_free(serial);
   out.not_before = AsUnix(X509_get0_notBefore(cert));
@@ -169,6 +183,12 @@ std::string PemLabel(const std::string& path) {
 }
 
 bool OpensPkcs12(const std::string& path, const std::string& password) {
+  // csi-driver's LegacyRC2 keystores need OpenSSL 3's legacy provider; load
+  // it (and the default one, which explicit loading would otherwise skip)
+  // into this test process once.
+  static const bool providers_loaded = OSSL_PROVIDER_load(nullptr, "default") != nullptr &&
+                                       OSSL_PROVIDER_load(nullptr, "legacy") != nullptr;
+  if (!providers_loaded) return false;
   std::string der = Slurp(path);
   BioPtr bio(BIO_new_mem_buf(der.data(), static_cast<int>(der.size())));
   Pkcs12Ptr p12(d2i_PKCS12_bio(bio.get(), nullptr));

@@ -19,7 +19,7 @@ struct InspectedCertificate {
   bool is_ca = false;
   std::string public_key_type;  // "RSA", "EC", "ED25519"
   int public_key_bits = 0;
-  std::string serial_hex;  // upper-case hex, no leading zeros
+  std::string serial_hex;  // as `openssl x509 -serial`: upper-case hex, whole bytes
   long long not_before = 0;
   long long not_after = 0;
 };
