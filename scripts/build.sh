@@ -5,5 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" -DCERTMOUNT_WERROR=ON >/dev/null
+source scripts/ccache-env.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" -DCERTMOUNT_WERROR=ON \
+  "${CCACHE_LAUNCHER[@]}" >/dev/null
 cmake --build build -j"$(nproc)"

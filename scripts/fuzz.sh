@@ -10,10 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${FUZZ_SECONDS:-30}"
-launcher=()
-if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+source scripts/ccache-env.sh
 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
-  -DCERTMOUNT_FUZZ=ON "${launcher[@]}" >/dev/null
+  -DCERTMOUNT_FUZZ=ON "${CCACHE_LAUNCHER[@]}" >/dev/null
 cmake --build build-fuzz -j"${JOBS:-2}" --target fuzzers
 
 targets=("$@")

@@ -7,8 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-address}"
-launcher=()
-if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+source scripts/ccache-env.sh
 case "$mode" in
   address)
     dir=build-asan
@@ -32,7 +31,7 @@ case "$mode" in
     ;;
 esac
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCERTMOUNT_SANITIZE="$mode" \
-  "${launcher[@]}" >/dev/null
+  "${CCACHE_LAUNCHER[@]}" >/dev/null
 cmake --build "$dir" -j"${JOBS:-2}"
 cd "$dir"
 ctest --output-on-failure -j"${JOBS:-2}" --timeout 900 "${tests[@]}"
