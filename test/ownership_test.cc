@@ -415,5 +415,103 @@ TEST_F(OwnershipTest, ConcurrentPublishAndUnpublishOfOneIdKeepTheInvariants) {
   EXPECT_NE(daemon_->log().find("csi-race"), std::string::npos);
 }
 
+// A republish of a volume whose files are gone from its data directory
+// issues them again before answering OK, through the path renewals take.
+TEST_F(OwnershipTest, RepublishReissuesFilesThatAreGone) {
+  const std::string target = daemon_->PodTarget("pod-g");
+  ASSERT_TRUE(Publish("csi-g", target, Attrs("g")).ok());
+  const std::string data = VolumeDir("csi-g") + "/data";
+  std::string serial = InspectCertificateFile(target + "/tls.crt").serial_hex;
+  // First the three names, then everything in the directory.
+  for (bool empty_it : {false, true}) {
+    if (empty_it) {
+      for (const auto& entry : fs::directory_iterator(data)) fs::remove_all(entry.path());
+    } else {
+      for (const char* name : {"tls.crt", "tls.key", "ca.crt"}) fs::remove(data + "/" + name);
+    }
+    ASSERT_FALSE(fs::exists(target + "/tls.crt"));
+    grpc::Status status = Publish("csi-g", target, Attrs("g"));
+    ASSERT_TRUE(status.ok()) << status.error_message() << daemon_->log();
+    InspectedCertificate cert = InspectCertificateFile(target + "/tls.crt");
+    EXPECT_NE(cert.serial_hex, serial);
+    serial = cert.serial_hex;
+    EXPECT_FALSE(ReadAll(target + "/tls.key").empty());
+    EXPECT_FALSE(ReadAll(target + "/ca.crt").empty());
+    EXPECT_EQ(MountsAt(target), 1u);
+    EXPECT_EQ(Mounted("csi-g"), 1);
+    EXPECT_EQ(ScheduledVolumes(), 1);
+  }
+  SQLite::Database db(daemon_->data_root() + "/state.db", SQLite::OPEN_READONLY);
+  SQLite::Statement row(db, "SELECT serial FROM volumes WHERE volume_id = 'csi-g'");
+  ASSERT_TRUE(row.executeStep());
+  std::string stored = row.getColumn(0).getString();
+  for (char& c : stored) c = static_cast<char>(toupper(c));
+  EXPECT_EQ(stored, serial.substr(serial.find_first_not_of('0')));
+}
+
+// CSI: a volume not published at the target path is unpublished there (OK),
+// and neither its own mount nor whatever is at that path is touched.
+TEST_F(OwnershipTest, UnpublishAtAnotherTargetThanTheRowsAnswersOkAndTouchesNothing) {
+  const std::string a = daemon_->PodTarget("pod-a");
+  ASSERT_TRUE(Publish("csi-a", a, Attrs("a")).ok());
+  const std::string cert = ReadAll(a + "/tls.crt");
+  const std::string foreign = daemon_->PodTarget("pod-b");
+  MountForeign(foreign);
+  const std::string plain = daemon_->PodTarget("pod-c");
+  fs::create_directories(plain);
+  std::ofstream(plain + "/mine.txt") << "someone's";
+  for (const std::string& other : {foreign, plain}) {
+    grpc::Status status = Unpublish("csi-a", other);
+    EXPECT_TRUE(status.ok()) << other << ": " << status.error_message();
+  }
+  EXPECT_TRUE(ForeignIntact(foreign));
+  EXPECT_EQ(MountsAt(foreign), 1u);
+  EXPECT_EQ(ReadAll(plain + "/mine.txt"), "someone's");
+  EXPECT_FALSE(IsMountPoint(plain));
+  EXPECT_EQ(MountsAt(a), 1u);
+  EXPECT_EQ(ReadAll(a + "/tls.crt"), cert);
+  EXPECT_EQ(Mounted("csi-a"), 1);
+  EXPECT_EQ(ScheduledVolumes(), 1);
+}
+
+// The volumes tmpfs is lost (certmountd restarted without the host's) and
+// the new one cannot take the volume's directory back: the volume keeps
+// its mount and row but reports abnormal, saying what happened and what to
+// do, through VOLUME_CONDITION and volume_status.
+TEST_F(OwnershipTest, LostVolumesTmpfsThatCannotBeReattachedIsReportedAbnormal) {
+  const std::string target = daemon_->PodTarget("pod-l");
+  ASSERT_TRUE(Publish("csi-l", target, Attrs("l")).ok());
+  const std::string cert = ReadAll(target + "/tls.crt");
+  daemon_->Kill();
+  const std::string volumes = daemon_->data_root() + "/volumes";
+  ASSERT_EQ(umount2(volumes.c_str(), MNT_DETACH), 0);
+  // A new tmpfs where a file sits at the volume's directory name: the data
+  // directory cannot be made there, so reattachment fails.
+  ASSERT_EQ(mount("tmpfs", volumes.c_str(), "tmpfs", 0, "mode=0711"), 0) << strerror(errno);
+  std::ofstream(volumes + "/csi-l") << "in the way";
+  ASSERT_TRUE(Restart()) << daemon_->log();
+
+  EXPECT_EQ(Mounted("csi-l"), 1);
+  EXPECT_EQ(MountsAt(target), 1u);
+  EXPECT_EQ(ReadAll(target + "/tls.crt"), cert);
+  csi::v1::NodeGetVolumeStatsRequest stats;
+  stats.set_volume_id("csi-l");
+  stats.set_volume_path(target);
+  csi::v1::NodeGetVolumeStatsResponse response;
+  grpc::Status got = daemon_->node().NodeGetVolumeStats(CallContext().get(), stats, &response);
+  ASSERT_TRUE(got.ok()) << got.error_message();
+  EXPECT_TRUE(response.volume_condition().abnormal());
+  const std::string& message = response.volume_condition().message();
+  for (const char* says : {"no longer mounted", "could not be reattached", "delete the pod"}) {
+    EXPECT_NE(message.find(says), std::string::npos) << says << " not in: " << message;
+  }
+  SQLite::Database db(daemon_->data_root() + "/state.db", SQLite::OPEN_READONLY);
+  SQLite::Statement row(db, "SELECT last_error FROM volume_status WHERE volume_id = 'csi-l'");
+  ASSERT_TRUE(row.executeStep());
+  const std::string last_error = row.getColumn(0).getString();
+  EXPECT_NE(last_error.find("could not be reattached"), std::string::npos) << last_error;
+  EXPECT_NE(last_error.find("delete the pod"), std::string::npos) << last_error;
+}
+
 }  // namespace
 }  // namespace certmount::testing

@@ -333,6 +333,9 @@ int Run(const Flags& flags) {
   spdlog::info("renewal scheduler: {} volumes, {} overdue spread over {} s", loaded->volumes,
                loaded->overdue, loaded->spread_seconds);
   publisher.set_observer(&scheduler);
+  publisher.set_reissuer([&renewer](const VolumeRecord& volume, std::stop_token stop) {
+    return renewer.Renew(volume, std::move(stop));
+  });
   scheduler.Start();
   VolumeHealthChecker health(flags.data_root, store->get(), env, &clock);
 

@@ -499,7 +499,7 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
       return Status::AlreadyExists("volume " + volume_id + " is already published at " +
                                    existing->target_path);
     }
-    if (existing->mounted) return Republish(request, record, target);
+    if (existing->mounted) return Republish(request, record, target, stop);
     // An unmounted row that is not in flight is the remains of a rollback
     // that could not finish; clear it and start over.
     RollBack(volume_id, request.target_path, /*mounted=*/true, /*created_target=*/false,
@@ -598,7 +598,7 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
 }
 
 Status Publisher::Republish(const PublishRequest& request, const VolumeRecord& wanted,
-                            const TargetState& target) {
+                            const TargetState& target, std::stop_token stop) {
   const std::string& volume_id = request.volume_id;
   CERTMOUNT_ASSIGN_OR_RETURN(std::optional<VolumeRecord> row, store_->GetVolume(volume_id));
   if (!row.has_value() || !row->mounted) {
@@ -619,9 +619,10 @@ Status Publisher::Republish(const PublishRequest& request, const VolumeRecord& w
   for (const std::string& name : {spec.certificate_file, spec.private_key_file, spec.ca_file}) {
     Result<std::string> contents = env_->ReadFile(layout.data + "/" + name);
     if (!contents.ok() || contents->empty()) {
-      return Status::Unavailable("volume " + volume_id + " is published but its file " + name +
-                                 " is missing from " + layout.data +
-                                 "; the next renewal rewrites the files");
+      spdlog::warn("republish of volume {}: its file {} is missing from {}; issuing it again",
+                   volume_id, name, layout.data);
+      CERTMOUNT_RETURN_IF_ERROR(ReissueNow(*row, stop));
+      break;
     }
   }
   if (target.holder == TargetHolder::kThisVolume) return Status::Ok();
@@ -630,6 +631,37 @@ Status Publisher::Republish(const PublishRequest& request, const VolumeRecord& w
   CERTMOUNT_RETURN_IF_ERROR(BindMountReadOnly(layout.data, request.target_path, env_));
   spdlog::info("republish of volume {}: mount at {} was gone and is re-established", volume_id,
                request.target_path);
+  return Status::Ok();
+}
+
+Status Publisher::ReissueNow(const VolumeRecord& row, std::stop_token stop) {
+  if (!reissue_) {
+    return Status::Unavailable("volume " + row.volume_id +
+                               " is published but its files are missing; the next renewal "
+                               "rewrites them");
+  }
+  // No scheduled renewal of the volume may run alongside (they would write
+  // the same file set); the schedule is put back whatever the outcome.
+  if (observer_ != nullptr) observer_->OnRemoved(row.volume_id);
+  const auto started = clock_->SteadyNow();
+  Result<IssuedCertificateFields> fields = reissue_(row, std::move(stop));
+  const auto elapsed = clock_->SteadyNow() - started;
+  RecordIssuanceMetrics(issuer_->Name(), IssuanceKind::kRenewal, fields.ok(),
+                        std::chrono::duration<double>(elapsed).count());
+  Status recorded = fields.status();
+  if (fields.ok()) {
+    IssuanceAttempt attempt;
+    attempt.issuer = issuer_->Name();
+    attempt.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count();
+    recorded =
+        store_->RecordRenewalWithHistory(row.volume_id, *fields, attempt, options_.history_limit);
+  }
+  const std::optional<int64_t> next =
+      recorded.ok() ? std::optional<int64_t>(fields->next_issuance_at) : row.next_issuance_at;
+  if (observer_ != nullptr) observer_->OnMounted({row.volume_id, next});
+  if (!recorded.ok()) return recorded.WithContext("volume " + row.volume_id + ": reissue");
+  spdlog::info("republish of volume {}: files issued again, serial {} not_after {}", row.volume_id,
+               fields->serial, fields->not_after);
   return Status::Ok();
 }
 
@@ -670,8 +702,11 @@ Status Publisher::Unpublish(const std::string& volume_id, const std::string& tar
 Status Publisher::UnpublishClaimed(const std::string& volume_id, const std::string& target_path) {
   CERTMOUNT_ASSIGN_OR_RETURN(std::optional<VolumeRecord> existing, store_->GetVolume(volume_id));
   if (existing.has_value() && existing->target_path != target_path) {
-    return Status::InvalidArgument("volume " + volume_id + " is published at " +
-                                   existing->target_path + ", not at " + target_path);
+    // CSI: a volume not published at target_path is unpublished there
+    // already (0 OK). Neither its own mount nor that path is touched.
+    spdlog::info("unpublish {} at {}: the volume is published at {}, not there; nothing to do",
+                 volume_id, target_path, existing->target_path);
+    return Status::Ok();
   }
   const std::string data_dir = MountSourceDir(volume_id);
   // A target that is already gone needs no unmount; anything else must be

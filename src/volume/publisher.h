@@ -119,6 +119,13 @@ class Publisher {
 
   void set_observer(VolumeObserver* observer) { observer_ = observer; }
 
+  // Writes a new file set into a mounted volume's data directory, the way a
+  // renewal does (certmountd passes Renewer::Renew). A republish of a volume
+  // whose files are gone uses it; without one it answers UNAVAILABLE.
+  using Reissuer =
+      std::function<Result<IssuedCertificateFields>(const VolumeRecord&, std::stop_token)>;
+  void set_reissuer(Reissuer reissue) { reissue_ = std::move(reissue); }
+
   std::string VolumeDir(const std::string& volume_id) const;
 
  private:
@@ -146,7 +153,12 @@ class Publisher {
   // A publish of a volume whose row is mounted: checks the request matches,
   // then verifies files and mount, re-mounting when the mount is gone.
   Status Republish(const PublishRequest& request, const VolumeRecord& wanted,
-                   const TargetState& target);
+                   const TargetState& target, std::stop_token stop);
+  // Issues a mounted volume's files again through the reissuer, with no
+  // scheduled renewal of it running meanwhile, and records the new
+  // certificate. On failure returns its error; row and mount stay as they
+  // were and the volume stays scheduled at its old time.
+  Status ReissueNow(const VolumeRecord& row, std::stop_token stop);
   Status UnpublishClaimed(const std::string& volume_id, const std::string& target_path);
   // Waits until no other operation of `volume_id` runs (cancelling a
   // publish), then registers an unpublish.
@@ -179,6 +191,7 @@ class Publisher {
   Env* env_;
   const Clock* clock_;
   VolumeObserver* observer_ = nullptr;
+  Reissuer reissue_;
 
   // Canonical forms of the volumes root and the target root (Startup
   // resolves them; until then the configured paths).
