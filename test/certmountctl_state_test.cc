@@ -25,6 +25,11 @@
 namespace certmount::testing {
 namespace {
 
+// The failing volume expires 5h 10m 30s after the test's clock: certmountctl
+// reads the real clock a moment later and truncates to minutes, so the half
+// minute keeps its "(in 5h 10m)" true however slowly the test runs.
+int64_t FailingNotAfter(int64_t now) { return now + 5 * 3600 + 600 + 30; }
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -132,7 +137,7 @@ class StateTest : public ::testing::Test {
     ASSERT_TRUE(store.RegisterVolume(Volume("vol-failing", "api")).ok());
     ASSERT_TRUE(store
                     .MarkMountedWithHistory("vol-failing",
-                                            Cert("ff00", now - 3600, now + 5 * 3600 + 600, now),
+                                            Cert("ff00", now - 3600, FailingNotAfter(now), now),
                                             IssuanceAttempt{"local-ca", 10}, kHistoryLimit)
                     .ok());
     ASSERT_TRUE(store
@@ -245,7 +250,7 @@ TEST_F(StateTest, StatusJsonHasEveryFieldWithUnixAndRfc3339Times) {
   EXPECT_EQ(failing["created_at"], clock_.NowUnix());
   EXPECT_EQ(failing["mounted_at"], clock_.NowUnix());
   EXPECT_EQ(failing["updated_at"], clock_.NowUnix());
-  EXPECT_EQ(failing["not_after"], clock_.NowUnix() + 5 * 3600 + 600);
+  EXPECT_EQ(failing["not_after"], FailingNotAfter(clock_.NowUnix()));
   for (const char* time :
        {"created_at", "mounted_at", "not_before", "not_after", "next_issuance_at", "updated_at"}) {
     ASSERT_TRUE(failing.contains(std::string(time) + "_rfc3339")) << time;
