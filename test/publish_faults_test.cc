@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <memory>
+#include <thread>
 
 #include "common/clock.h"
 #include "issue/local_ca.h"
@@ -142,6 +143,42 @@ TEST_F(StaleRowTest, PublishAtAnotherTargetThanAStaleRowIsAlreadyExists) {
   ASSERT_TRUE(row.ok() && row->has_value());
   EXPECT_EQ((*row)->target_path, stale.target_path);
   EXPECT_FALSE(fs::exists(target_));
+}
+
+class OneOperationPerVolumeTest : public PublisherFixture, public ::testing::Test {};
+
+// The crash torture's "mounted row whose data directory is missing": an
+// unpublish that had deleted the row and was removing the volume's files let
+// a publish of the same id register, write and mount, then deleted that
+// publish's files under its mount. A publish waits for an unpublish of its
+// id to finish; held at that step, it gives up with ABORTED (kubelet retries)
+// and the node never shows a mounted row without its files.
+TEST_F(OneOperationPerVolumeTest, PublishWaitsForAnUnpublishRemovingTheFiles) {
+  CERTMOUNT_REQUIRE_ROOT();
+  options_.publish_timeout = std::chrono::seconds(1);
+  Open();
+  // An ECDSA key keeps the successful publishes well inside the short timeout.
+  request_.volume_context["csi.cert-manager.io/key-algorithm"] = "ECDSA";
+  ASSERT_TRUE(publisher_->Publish(request_).ok());
+  const std::string volume_dir = options_.data_root + "/volumes/" + request_.volume_id;
+  env_.HoldRemoveTree(volume_dir);
+  Status unpublished;
+  std::thread unpublish([&] { unpublished = publisher_->Unpublish(request_.volume_id, target_); });
+  env_.WaitUntilRemoveTreeHeld();
+
+  Status published = publisher_->Publish(request_);
+  env_.ReleaseRemoveTree();
+  unpublish.join();
+  ASSERT_TRUE(unpublished.ok()) << unpublished.ToString();
+  EXPECT_EQ(published.code(), Code::kAborted) << published.ToString();
+  EXPECT_NE(published.message().find("unpublish"), std::string::npos) << published.ToString();
+  auto row = store_->GetVolume(request_.volume_id);
+  ASSERT_TRUE(row.ok());
+  EXPECT_FALSE(row->has_value());
+  EXPECT_FALSE(IsMountPoint(target_));
+  EXPECT_FALSE(fs::exists(volume_dir));
+
+  ExpectPublishWorks();
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -26,21 +26,34 @@ std::string ReadFile(const std::string& path) {
 }
 
 // fork + exec with stdout/stderr redirected to files; returns the pid.
+// Everything that allocates happens before fork: the caller has other
+// threads (gRPC's), and a child that called malloc, setenv or grew a vector
+// while one of them held the allocator's lock would hang before exec (the
+// crash torture's "did not start within 30 s, no log line").
 pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
             const std::string& out_path, const std::string& err_path) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<std::string> env_entries;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (env.count(entry.substr(0, entry.find('='))) == 0) env_entries.push_back(entry);
+  }
+  for (const auto& [key, value] : env) env_entries.push_back(key + "=" + value);
+  std::vector<char*> envp;
+  for (std::string& e : env_entries) envp.push_back(e.data());
+  envp.push_back(nullptr);
   pid_t pid = fork();
   if (pid != 0) return pid;
+  // Only async-signal-safe calls from here on.
   int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   int null_in = open("/dev/null", O_RDONLY);
   dup2(null_in, 0);
   dup2(out, 1);
   dup2(err, 2);
-  for (const auto& [key, value] : env) setenv(key.c_str(), value.c_str(), 1);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  execv(args[0], args.data());
+  execve(args[0], args.data(), envp.data());
   _exit(127);
 }
 

@@ -15,6 +15,36 @@ int FaultInjectionEnv::calls(const std::string& operation) const {
   return it == calls_.end() ? 0 : it->second;
 }
 
+void FaultInjectionEnv::HoldRemoveTree(std::string path) {
+  std::lock_guard lock(mu_);
+  hold_path_ = std::move(path);
+  held_ = released_ = false;
+}
+
+void FaultInjectionEnv::WaitUntilRemoveTreeHeld() {
+  std::unique_lock lock(mu_);
+  hold_changed_.wait(lock, [&] { return held_; });
+}
+
+void FaultInjectionEnv::ReleaseRemoveTree() {
+  std::lock_guard lock(mu_);
+  released_ = true;
+  hold_changed_.notify_all();
+}
+
+Status FaultInjectionEnv::RemoveTree(const std::string& path) {
+  {
+    std::unique_lock lock(mu_);
+    if (!hold_path_.empty() && path == hold_path_) {
+      hold_path_.clear();
+      held_ = true;
+      hold_changed_.notify_all();
+      hold_changed_.wait(lock, [&] { return released_; });
+    }
+  }
+  return EnvWrapper::RemoveTree(path);
+}
+
 Status FaultInjectionEnv::Check(const std::string& operation, const std::string& path) {
   std::lock_guard lock(mu_);
   int n = ++calls_[operation];

@@ -2,6 +2,7 @@
 // and counts calls, so tests can put an I/O error at any step of a sequence.
 #pragma once
 
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <string>
@@ -20,6 +21,13 @@ class FaultInjectionEnv : public EnvWrapper {
   void FailNth(std::string operation, int nth, int error_number);
   int calls(const std::string& operation) const;
 
+  // The next RemoveTree of exactly `path` reports that it started and waits
+  // for ReleaseRemoveTree() before it runs: holds an operation at that step
+  // so a test can send a second one in, whatever the timing.
+  void HoldRemoveTree(std::string path);
+  void WaitUntilRemoveTreeHeld();
+  void ReleaseRemoveTree();
+
   Status CreateDir(const std::string& path, mode_t mode, std::optional<gid_t> gid) override;
   Status WriteNewFile(const std::string& path, std::string_view contents, mode_t mode,
                       std::optional<gid_t> gid) override;
@@ -29,6 +37,7 @@ class FaultInjectionEnv : public EnvWrapper {
   Status Mount(const std::string& source, const std::string& target, const std::string& fstype,
                unsigned long flags, const std::string& data) override;
   Status MountReadOnlyBind(const std::string& source, const std::string& target) override;
+  Status RemoveTree(const std::string& path) override;
 
  private:
   Status Check(const std::string& operation, const std::string& path);
@@ -38,6 +47,10 @@ class FaultInjectionEnv : public EnvWrapper {
   std::string fault_operation_;
   int fault_nth_ = 0;
   int fault_errno_ = 0;
+  std::condition_variable hold_changed_;
+  std::string hold_path_;
+  bool held_ = false;
+  bool released_ = false;
 };
 
 }  // namespace certmount::testing
