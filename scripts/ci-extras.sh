@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The verification habits CI runs after the test suite (docs/verification.md):
-# every fuzz target for a short fixed time, the suite under ASan + UBSan, the
-# concurrency-heavy tests under TSan, and a short crash-torture campaign.
+# every fuzz target for a short fixed time and a short crash-torture campaign.
+# The sanitizer suites (scripts/sanitize.sh) join with CERTMOUNT_CI_SANITIZERS=1:
+# they are not yet in CI by default because their run on two cores has not
+# been measured green inside CI's time limit (docs/verification.md).
 # Prints how long each step took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +16,8 @@ step() {
   echo "ci-extras: $name took $((SECONDS - started)) s"
 }
 step "fuzz (${FUZZ_SECONDS:=20} s per target)" env FUZZ_SECONDS="$FUZZ_SECONDS" bash scripts/fuzz.sh
-step "ASan + UBSan suite" bash scripts/sanitize.sh address
-step "TSan concurrency tests" bash scripts/sanitize.sh thread
+if [ "${CERTMOUNT_CI_SANITIZERS:-0}" = 1 ]; then
+  step "ASan + UBSan suite" bash scripts/sanitize.sh address
+  step "TSan concurrency tests" bash scripts/sanitize.sh thread
+fi
 step "crash torture (${TORTURE_KILLS:=20} kills)" env TORTURE_KILLS="$TORTURE_KILLS" bash scripts/torture.sh
