@@ -27,7 +27,6 @@
 #include <string>
 #include <vector>
 
-#include "kube/base64.h"
 #include "support/daemon.h"
 #include "support/fake_kube_api.h"
 #include "support/mounts.h"
@@ -247,19 +246,6 @@ TEST_P(LocalCaConformance, IssuesWhatCsiDriverWould) {
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
 
 INSTANTIATE_TEST_SUITE_P(CsiDriver, LocalCaConformance, ::testing::ValuesIn(kCases), CaseName);
-
-// A kubeconfig for `server` trusting `ca_pem`, with the fake's token.
-std::string WriteKubeconfig(const std::string& path, const std::string& server,
-                            const std::string& ca_pem) {
-  std::ofstream out(path);
-  out << "apiVersion: v1\nkind: Config\n"
-      << "clusters:\n- name: fake\n  cluster:\n    server: " << server
-      << "\n    certificate-authority-data: " << kube::Base64Encode(ca_pem) << "\n"
-      << "users:\n- name: driver\n  user:\n    token: " << FakeKubeApi::kToken << "\n"
-      << "contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: driver\n"
-      << "current-context: fake\n";
-  return path;
-}
 
 std::vector<Case> CertManagerCases() {
   std::vector<Case> cases;
