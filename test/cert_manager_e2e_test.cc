@@ -15,7 +15,6 @@
 #include <thread>
 
 #include "issue/cert_manager_issuer.h"
-#include "kube/base64.h"
 #include "renew/renewer.h"
 #include "state/store.h"
 #include "support/daemon.h"
@@ -44,19 +43,6 @@ std::map<std::string, std::string> CertManagerAttributes() {
           {"csi.cert-manager.io/dns-names", "web.default.svc"},
           {"csi.cert-manager.io/duration", "48h"},
           {"csi.cert-manager.io/key-usages", "digital signature,key encipherment,server auth"}};
-}
-
-// A kubeconfig for `server` trusting `ca_pem`, with the fake's token.
-std::string WriteKubeconfig(const std::string& path, const std::string& server,
-                            const std::string& ca_pem) {
-  std::ofstream out(path);
-  out << "apiVersion: v1\nkind: Config\n"
-      << "clusters:\n- name: fake\n  cluster:\n    server: " << server
-      << "\n    certificate-authority-data: " << kube::Base64Encode(ca_pem) << "\n"
-      << "users:\n- name: driver\n  user:\n    token: " << FakeKubeApi::kToken << "\n"
-      << "contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: driver\n"
-      << "current-context: fake\n";
-  return path;
 }
 
 // A loopback port nothing listens on.

@@ -7,6 +7,7 @@
 // components, JSON 6902 patches, replacements with delimiter/index), which is
 // all deploy/ uses; where kubectl is on PATH, `kubectl kustomize` renders each
 // variant too and must agree with it.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -15,6 +16,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -34,6 +36,8 @@ namespace fs = std::filesystem;
 
 const fs::path kDeployDir = fs::path(CERTMOUNT_SOURCE_DIR) / "deploy";
 constexpr char kDriverName[] = "csi.certmount.io";
+// cert-manager csi-driver's name, taken over by components/csi-cert-manager-io-name.
+constexpr char kCsiDriverName[] = "csi.cert-manager.io";
 constexpr char kKubeletDirConfigMap[] = "certmount-kubelet-dir";
 
 // Flags the deploy tree passes before certmountd has them (the binary gets
@@ -45,6 +49,7 @@ const std::set<std::string> kFlagsAheadOfBinary = {};
 struct Variant {
   std::string dir;  // relative to deploy/
   std::string expected_kubelet_dir;
+  std::string expected_driver_name = kDriverName;
 };
 void PrintTo(const Variant& variant, std::ostream* out) { *out << "deploy/" << variant.dir; }
 
@@ -54,6 +59,7 @@ const std::vector<Variant> kVariants = {
     {"overlays/cert-manager", "/var/lib/kubelet"},
     {"overlays/token-request", "/var/lib/kubelet"},
     {"examples/kubelet-dir-k0s", "/var/lib/k0s/kubelet"},
+    {"examples/csi-cert-manager-io-name", "/var/lib/kubelet", kCsiDriverName},
 };
 
 // --- a kustomize subset ----------------------------------------------------------
@@ -144,13 +150,34 @@ std::string Unescape(std::string token) {
   return token;
 }
 
-// Applies the JSON 6902 operations deploy/ uses (add, replace) to `target`.
+// One line per scalar with its path, map keys sorted: equal for equal content
+// whatever the key order kubectl emits.
+std::string Canonical(const YAML::Node& node, const std::string& prefix = "") {
+  if (!node.IsDefined()) return prefix + " <undefined>\n";
+  if (node.IsScalar()) return prefix + " = " + node.as<std::string>() + "\n";
+  if (node.IsNull()) return prefix + " = null\n";
+  std::string text;
+  if (node.IsMap()) {
+    std::map<std::string, YAML::Node> sorted;
+    for (const auto& entry : node) sorted.emplace(entry.first.as<std::string>(), entry.second);
+    for (const auto& [key, value] : sorted) text += Canonical(value, prefix + "." + key);
+  } else {
+    size_t index = 0;
+    for (const YAML::Node& item : node)
+      text += Canonical(item, prefix + "[" + std::to_string(index++) + "]");
+  }
+  return text;
+}
+
+// Applies the JSON 6902 operations deploy/ uses (add, replace, test) to
+// `target`; a failed test fails the rendering, as it fails kustomize.
 void ApplyJsonPatch(YAML::Node target, const YAML::Node& operations, const std::string& where) {
   ASSERT_TRUE(operations.IsSequence()) << where << ": a JSON 6902 patch is a list";
   for (const YAML::Node& operation : operations) {
     std::string op = Str(operation["op"]);
     std::string path = Str(operation["path"]);
-    ASSERT_TRUE(op == "add" || op == "replace") << where << ": op " << op << " not supported here";
+    ASSERT_TRUE(op == "add" || op == "replace" || op == "test")
+        << where << ": op " << op << " not supported here";
     ASSERT_FALSE(path.empty()) << where;
     std::vector<std::string> tokens;
     std::stringstream stream(path.substr(1));
@@ -168,6 +195,11 @@ void ApplyJsonPatch(YAML::Node target, const YAML::Node& operations, const std::
     }
     const std::string& last = tokens.back();
     YAML::Node value = YAML::Clone(operation["value"]);
+    if (op == "test") {
+      YAML::Node current = parent.IsSequence() ? parent[std::stoul(last)] : parent[last];
+      ASSERT_EQ(Canonical(current), Canonical(value)) << where << ": test of " << path;
+      continue;
+    }
     if (parent.IsSequence()) {
       if (last == "-") {
         ASSERT_EQ(op, "add") << where << ": " << path;
@@ -433,7 +465,7 @@ TEST_P(DeployVariant, SocketPathsAgree) {
   // What kubelet is told is where the plugin volume puts the socket on the host.
   YAML::Node plugin_volume = Volume(daemonset_, mount->volume);
   std::string host_dir = Str(plugin_volume["hostPath"]["path"]);
-  EXPECT_EQ(host_dir, rendered_.kubelet_dir + "/plugins/" + kDriverName);
+  EXPECT_EQ(host_dir, rendered_.kubelet_dir + "/plugins/" + GetParam().expected_driver_name);
   EXPECT_EQ(ArgValue(registrar_, "--kubelet-registration-path"), host_dir + "/" + mount->relative);
 
   // The registrar registers through kubelet's plugins_registry.
@@ -444,8 +476,8 @@ TEST_P(DeployVariant, SocketPathsAgree) {
 }
 
 TEST_P(DeployVariant, DriverNameAgrees) {
-  EXPECT_EQ(Str(csidriver_["metadata"]["name"]), kDriverName);
-  EXPECT_EQ(ArgValue(certmountd_, "--driver-name"), kDriverName);
+  EXPECT_EQ(Str(csidriver_["metadata"]["name"]), GetParam().expected_driver_name);
+  EXPECT_EQ(ArgValue(certmountd_, "--driver-name"), GetParam().expected_driver_name);
   const YAML::Node& spec = csidriver_["spec"];
   EXPECT_FALSE(spec["attachRequired"].as<bool>(true));
   EXPECT_TRUE(spec["podInfoOnMount"].as<bool>(false));
@@ -658,7 +690,7 @@ TEST(DeployTree, EveryReferencedFileExistsAndParses) {
       EXPECT_EQ(LoadDocuments(path).size(), 1u) << path;
     }
   }
-  EXPECT_GE(kustomizations, 9);
+  EXPECT_GE(kustomizations, 11);
 }
 
 TEST(DeployTree, PodMonitorScrapesTheMetricsPortOfTheDaemonSetPods) {
@@ -699,6 +731,97 @@ TEST(DeployTree, ExamplePodUsesAReadOnlyCertificateVolume) {
   EXPECT_EQ(certificate_volumes, 1);
 }
 
+// The rendering of `resources` with the component applied on top, as a
+// throwaway kustomization (this renderer accepts absolute paths).
+std::vector<YAML::Node> RenderWithRenameComponent(const std::string& variant_dir) {
+  fs::path dir = fs::path(::testing::TempDir()) / "csi-cert-manager-io-name-on";
+  fs::create_directories(dir);
+  YAML::Node kustomization;
+  kustomization["resources"].push_back((kDeployDir / variant_dir).string());
+  kustomization["components"].push_back(
+      (kDeployDir / "components" / "csi-cert-manager-io-name").string());
+  {
+    std::ofstream out(KustomizationFile(dir));
+    out << kustomization;
+  }
+  std::vector<YAML::Node> rendered;
+  for (const YAML::Node& resource : Accumulate(dir)) {
+    YAML::Node annotations = ResolveFieldPath(resource, "metadata.annotations");
+    if (annotations.IsMap() && Str(annotations["config.kubernetes.io/local-config"]) == "true")
+      continue;
+    rendered.push_back(resource);
+  }
+  return rendered;
+}
+
+// Every resource, one line per scalar, in order.
+std::string CanonicalAll(const std::vector<YAML::Node>& resources) {
+  std::string text;
+  for (const YAML::Node& resource : resources) text += Canonical(resource) + "---\n";
+  return text;
+}
+
+std::string ReplaceAll(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size())
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+// The component renames every occurrence of the driver name and changes
+// nothing else, on top of any variant (k0s's kubelet directory included).
+TEST(DeployComponents, CsiCertManagerIoNameRenamesEveryOccurrenceAndNothingElse) {
+  for (const Variant& variant : kVariants) {
+    if (variant.expected_driver_name != kDriverName) continue;
+    std::string before = CanonicalAll(Render(variant.dir).resources);
+    std::vector<YAML::Node> renamed_resources = RenderWithRenameComponent(variant.dir);
+    std::string renamed = CanonicalAll(renamed_resources);
+    // CSIDriver name, --driver-name, --kubelet-registration-path, plugin-dir.
+    size_t occurrences = 0;
+    for (size_t at = 0; (at = before.find(kDriverName, at)) != std::string::npos; ++at)
+      ++occurrences;
+    EXPECT_EQ(occurrences, 4u) << variant.dir << ": the base spells the driver name elsewhere too";
+    EXPECT_EQ(renamed.find(kDriverName), std::string::npos) << variant.dir << ":\n" << renamed;
+    EXPECT_EQ(renamed, ReplaceAll(before, kDriverName, kCsiDriverName)) << variant.dir;
+    YAML::Node daemonset = Find(renamed_resources, "DaemonSet");
+    EXPECT_EQ(Str(Volume(daemonset, "plugin-dir")["hostPath"]["path"]),
+              variant.expected_kubelet_dir + "/plugins/" + kCsiDriverName)
+        << variant.dir;
+  }
+}
+
+TEST(DeployComponents, CsiCertManagerIoNameExampleSignsThroughCertManager) {
+  Rendered rendered = Render("examples/csi-cert-manager-io-name");
+  YAML::Node certmountd = Container(Find(rendered.resources, "DaemonSet"), "certmountd");
+  EXPECT_EQ(ArgValue(certmountd, "--issuer"), "cert-manager")
+      << "a cluster that replaces csi-driver has cert-manager and its issuers";
+  EXPECT_EQ(CanonicalAll(rendered.resources),
+            ReplaceAll(CanonicalAll(Render("overlays/cert-manager").resources), kDriverName,
+                       kCsiDriverName));
+}
+
+// The patches test the values they replace: a base whose arguments moved
+// fails to render rather than renaming the wrong one.
+TEST(DeployComponents, CsiCertManagerIoNameRefusesAReorderedBase) {
+  YAML::Node daemonset = YAML::Clone(Find(Render(".").resources, "DaemonSet"));
+  YAML::Node args = daemonset["spec"]["template"]["spec"]["containers"][0]["args"];
+  std::string second = Str(args[1]);
+  args[1] = Str(args[2]);
+  args[2] = second;
+  std::vector<YAML::Node> operations =
+      LoadDocuments(kDeployDir / "components" / "csi-cert-manager-io-name" / "daemonset-name.yaml");
+  ASSERT_EQ(operations.size(), 1u);
+  ::testing::TestPartResultArray failures;
+  {
+    ::testing::ScopedFakeTestPartResultReporter reporter(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+    ApplyJsonPatch(daemonset, operations[0], "reordered");
+  }
+  ASSERT_EQ(failures.size(), 1);
+  EXPECT_NE(std::string(failures.GetTestPartResult(0).message()).find("test of"), std::string::npos)
+      << failures.GetTestPartResult(0).message();
+  EXPECT_EQ(Str(args[1]), "--driver-name=" + std::string(kDriverName)) << "nothing renamed";
+}
+
 // --- kubectl, where there is one ---------------------------------------------------
 
 std::optional<std::string> FindOnPath(const std::string& program) {
@@ -710,25 +833,6 @@ std::optional<std::string> FindOnPath(const std::string& program) {
     if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
   }
   return std::nullopt;
-}
-
-// One line per scalar with its path, map keys sorted: equal for equal content
-// whatever the key order kubectl emits.
-std::string Canonical(const YAML::Node& node, const std::string& prefix = "") {
-  if (!node.IsDefined()) return prefix + " <undefined>\n";
-  if (node.IsScalar()) return prefix + " = " + node.as<std::string>() + "\n";
-  if (node.IsNull()) return prefix + " = null\n";
-  std::string text;
-  if (node.IsMap()) {
-    std::map<std::string, YAML::Node> sorted;
-    for (const auto& entry : node) sorted.emplace(entry.first.as<std::string>(), entry.second);
-    for (const auto& [key, value] : sorted) text += Canonical(value, prefix + "." + key);
-  } else {
-    size_t index = 0;
-    for (const YAML::Node& item : node)
-      text += Canonical(item, prefix + "[" + std::to_string(index++) + "]");
-  }
-  return text;
 }
 
 TEST(DeployKubectl, KustomizeRendersEveryVariantAsThisTestDoes) {
@@ -750,8 +854,8 @@ TEST(DeployKubectl, KustomizeRendersEveryVariantAsThisTestDoes) {
                 Canonical(ResolveFieldPath(our_daemonset, path)))
           << variant.dir << " " << path;
     }
-    EXPECT_EQ(Canonical(Find(kubectl_resources, "CSIDriver")["spec"]),
-              Canonical(Find(ours.resources, "CSIDriver")["spec"]))
+    EXPECT_EQ(Canonical(Find(kubectl_resources, "CSIDriver")),
+              Canonical(Find(ours.resources, "CSIDriver")))
         << variant.dir;
   }
 }

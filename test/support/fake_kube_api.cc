@@ -599,4 +599,16 @@ void FakeKubeApi::Watch(const std::string& namespace_, const httplib::Request& r
       });
 }
 
+std::string WriteKubeconfig(const std::string& path, const std::string& server,
+                            const std::string& ca_pem) {
+  std::ofstream out(path);
+  out << "apiVersion: v1\nkind: Config\n"
+      << "clusters:\n- name: fake\n  cluster:\n    server: " << server
+      << "\n    certificate-authority-data: " << kube::Base64Encode(ca_pem) << "\n"
+      << "users:\n- name: driver\n  user:\n    token: " << FakeKubeApi::kToken << "\n"
+      << "contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: driver\n"
+      << "current-context: fake\n";
+  return path;
+}
+
 }  // namespace certmount::testing

@@ -182,4 +182,9 @@ class FakeKubeApi {
   int name_counter_ = 0;
 };
 
+// Writes a kubeconfig at `path` for `server`, trusting `ca_pem`, with the
+// fake's token; returns `path`.
+std::string WriteKubeconfig(const std::string& path, const std::string& server,
+                            const std::string& ca_pem);
+
 }  // namespace certmount::testing
