@@ -361,9 +361,9 @@ Status Publisher::PublishOnce(const PublishRequest& request) {
       // its outcome rather than start a second issuance; after an unpublish
       // the publish starts over.
       if (!running->finished.wait_until(lock, deadline, [&] { return running->done; })) {
-        return Status::Aborted("a" + std::string(running->unpublish ? "n unpublish" : " publish") +
-                               " of volume " + request.volume_id +
-                               " is still in progress; retry later");
+        std::string message(running->unpublish ? "an unpublish" : "a publish");
+        message += " of volume " + request.volume_id + " is still in progress; retry later";
+        return Status::Aborted(message);
       }
       if (!running->unpublish) return running->result;
     }
