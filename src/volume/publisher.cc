@@ -196,13 +196,11 @@ Result<StartupSummary> Publisher::Startup() {
   // row's deletion and its files', or a database moved aside), decided by
   // a fresh look at the mount table.
   CERTMOUNT_ASSIGN_OR_RETURN(MountTable now_mounted, MountTable::Read(env_));
-  SweepOrAdopt(now_mounted, summary);
   // The signer's objects of volumes that have no row now (adopted ones have
-  // one) go too, in the background.
-  CERTMOUNT_ASSIGN_OR_RETURN(std::vector<ScheduledVolume> rows, store_->ListRenewalSchedule());
-  std::set<std::string> known;
-  for (const ScheduledVolume& row : rows) known.insert(row.volume_id);
-  issuer_->RetireAllExcept(known);
+  // one) go too, in the background. Without a list of rows nothing is
+  // retired: the next start sweeps again.
+  std::optional<std::set<std::string>> with_rows = SweepOrAdopt(now_mounted, summary);
+  if (with_rows.has_value()) issuer_->RetireAllExcept(*with_rows);
   summary.milliseconds =
       std::chrono::duration_cast<std::chrono::milliseconds>(clock_->SteadyNow() - started).count();
   PublisherMetrics& m = Metrics();
@@ -218,7 +216,8 @@ Result<StartupSummary> Publisher::Startup() {
   return summary;
 }
 
-void Publisher::SweepOrAdopt(const MountTable& mounts, StartupSummary& summary) {
+std::optional<std::set<std::string>> Publisher::SweepOrAdopt(const MountTable& mounts,
+                                                             StartupSummary& summary) {
   // After the cleanup every row is mounted, so the lean schedule query names
   // them all without parsing 100k attribute objects.
   std::set<std::string> known;
@@ -227,7 +226,7 @@ void Publisher::SweepOrAdopt(const MountTable& mounts, StartupSummary& summary) 
   if (!rows.ok() || !entries.ok()) {
     spdlog::warn("startup cleanup: cannot list volumes: {}",
                  (rows.ok() ? entries.status() : rows.status()).ToString());
-    return;
+    return std::nullopt;
   }
   for (const ScheduledVolume& row : *rows) known.insert(row.volume_id);
   const std::map<std::string, std::vector<std::string>> shown =
@@ -258,6 +257,7 @@ void Publisher::SweepOrAdopt(const MountTable& mounts, StartupSummary& summary) 
                          : Adopt(name, target);
     if (adopted.ok()) {
       ++summary.adopted;
+      known.insert(name);
       spdlog::info("startup: adopted volume {} mounted at {}", name, target);
     } else {
       ++summary.kept_unadoptable;
@@ -268,6 +268,7 @@ void Publisher::SweepOrAdopt(const MountTable& mounts, StartupSummary& summary) 
           name, adopted.ToString());
     }
   }
+  return known;
 }
 
 void Publisher::ReattachOrReport(const std::string& volume_id, const std::string& target) {

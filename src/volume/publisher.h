@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stop_token>
 #include <string>
 
@@ -166,8 +167,11 @@ class Publisher {
   void Release(const std::string& volume_id, const std::shared_ptr<InFlight>& flight,
                const Status& result);
   // Removes directories without a row unless a mount shows them; adopts
-  // those bind-mounted at a kubelet target.
-  void SweepOrAdopt(const MountTable& mounts, StartupSummary& summary);
+  // those bind-mounted at a kubelet target. Returns the ids that have a row
+  // afterwards (adopted ones included), or nullopt when the rows or the
+  // directory could not be listed (logged; nothing was removed).
+  std::optional<std::set<std::string>> SweepOrAdopt(const MountTable& mounts,
+                                                    StartupSummary& summary);
   Status Adopt(const std::string& volume_id, const std::string& target);
   // A mounted row whose target shows its directory on a volumes tmpfs that
   // is no longer the driver's: reattach that directory through the target,
