@@ -9,8 +9,14 @@ Status StatusFromHttp(long http_status, const std::string& body) {
   std::string message;
   nlohmann::json parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_object()) {
-    reason = parsed.value("reason", "");
-    message = parsed.value("message", "");
+    // A field of another type (a hostile or broken server) is ignored:
+    // json::value would throw.
+    auto text_field = [&](const char* key) {
+      auto found = parsed.find(key);
+      return found != parsed.end() && found->is_string() ? found->get<std::string>() : "";
+    };
+    reason = text_field("reason");
+    message = text_field("message");
   }
   if (message.empty()) message = body.substr(0, 200);
   std::string text = "API server answered " + std::to_string(http_status) +
