@@ -327,6 +327,39 @@ TEST(CsrTest, EmptySubjectMakesSanCritical) {
   EXPECT_TRUE(critical);
 }
 
+// What csi-driver (Go's x509) writes, certmount writes: a request naming
+// nothing, values past X.520's upper bounds, any country, empty items; each
+// string PrintableString when it can be, else UTF8String.
+TEST(CsrTest, WritesNamesAsGoDoes) {
+  Result<PrivateKey> key = PrivateKey::Generate(KeyAlgorithm::kEcdsa, 256);
+  ASSERT_TRUE(key.ok());
+  Result<std::string> nothing = BuildCsrPem(*key, CertificateSpec{});
+  ASSERT_TRUE(nothing.ok()) << nothing.status().ToString();
+  X509ReqPtr empty = ParseRequest(*nothing);
+  EXPECT_EQ(X509_NAME_entry_count(X509_REQ_get_subject_name(empty.get())), 0);
+  bool critical = false;
+  EXPECT_TRUE(RequestSans(empty.get(), &critical).empty());
+
+  CertificateSpec spec;
+  spec.subject.common_name = std::string(100, 'c');
+  spec.subject.countries = {"USA"};
+  spec.subject.organizations = {"a*b", ""};
+  Result<std::string> pem = BuildCsrPem(*key, spec);
+  ASSERT_TRUE(pem.ok()) << pem.status().ToString();
+  X509ReqPtr request = ParseRequest(*pem);
+  X509_NAME* name = X509_REQ_get_subject_name(request.get());
+  using Entries = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(NameEntries(name),
+            (Entries{{"C", "USA"}, {"O", "a*b"}, {"O", ""}, {"CN", std::string(100, 'c')}}));
+  auto type_of = [&](int index) {
+    return ASN1_STRING_type(X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, index)));
+  };
+  EXPECT_EQ(type_of(0), V_ASN1_PRINTABLESTRING);
+  EXPECT_EQ(type_of(1), V_ASN1_UTF8STRING);  // '*' is not printable for Go
+  EXPECT_EQ(type_of(2), V_ASN1_PRINTABLESTRING);
+  EXPECT_EQ(type_of(3), V_ASN1_PRINTABLESTRING);
+}
+
 TEST(CsrTest, RejectsBadInput) {
   Result<PrivateKey> key = PrivateKey::Generate(KeyAlgorithm::kEcdsa, 256);
   ASSERT_TRUE(key.ok());
@@ -335,13 +368,12 @@ TEST(CsrTest, RejectsBadInput) {
     ASSERT_FALSE(pem.ok()) << why;
     EXPECT_EQ(pem.status().code(), Code::kInvalidArgument) << why;
   };
-  expect_invalid(CertificateSpec{}, "no subject, no SANs");
+  CertificateSpec not_utf8;
+  not_utf8.subject.common_name = "a\xff";
+  expect_invalid(not_utf8, "common name not UTF-8");
   CertificateSpec bad_ip;
   bad_ip.ip_addresses = {"10.0.0.300"};
   expect_invalid(bad_ip, "bad IP");
-  CertificateSpec bad_country;
-  bad_country.subject.countries = {"USA"};
-  expect_invalid(bad_country, "3-letter country");
   CertificateSpec bad_literal;
   bad_literal.literal_subject = "CN=a,,O=b";
   expect_invalid(bad_literal, "unparsable literal subject");
@@ -448,8 +480,8 @@ struct ProfileCase {
 class Pkcs12ProfileTest : public Pkcs12Test, public ::testing::WithParamInterface<ProfileCase> {};
 
 TEST_P(Pkcs12ProfileTest, OpensWithPasswordOnly) {
-  Result<std::string> der = BuildPkcs12(*key_, issued_.certificate_chain_pem, issued_.ca_pem,
-                                        "s3cret", GetParam().profile);
+  Result<std::string> der =
+      BuildPkcs12(*key_, issued_.certificate_chain_pem, "s3cret", GetParam().profile);
   ASSERT_TRUE(der.ok()) << der.status().ToString();
 
   const unsigned char* cursor = reinterpret_cast<const unsigned char*>(der->data());
@@ -468,10 +500,16 @@ TEST_P(Pkcs12ProfileTest, OpensWithPasswordOnly) {
 
 TEST_P(Pkcs12ProfileTest, OpensslCliReadsItWithTheKeyAndChain) {
   if (std::system("command -v openssl >/dev/null 2>&1") != 0) GTEST_SKIP() << "no openssl CLI";
+  // As csi-driver: the leaf and the rest of tls.crt's chain (here the CA
+  // certificate standing in for an intermediate), never ca.crt on its own.
   Result<std::string> der =
-      BuildPkcs12(*key_, issued_.certificate_chain_pem, issued_.ca_pem, "pw", GetParam().profile);
+      BuildPkcs12(*key_, issued_.certificate_chain_pem + issued_.ca_pem, "pw", GetParam().profile);
   ASSERT_TRUE(der.ok()) << der.status().ToString();
+  Result<std::string> leaf_only =
+      BuildPkcs12(*key_, issued_.certificate_chain_pem, "pw", GetParam().profile);
+  ASSERT_TRUE(leaf_only.ok()) << leaf_only.status().ToString();
   TempDir dir;
+  std::ofstream(dir.Sub("leaf.p12"), std::ios::binary) << *leaf_only;
   std::string path = dir.Sub("keystore.p12");
   std::ofstream(path, std::ios::binary) << *der;
   const std::string plain_read = "openssl pkcs12 -in " + path;
@@ -496,6 +534,13 @@ TEST_P(Pkcs12ProfileTest, OpensslCliReadsItWithTheKeyAndChain) {
     ++certificates;
   }
   EXPECT_EQ(certificates, 2u) << pem;
+  // Without intermediates only the leaf: the CA bundle is not added.
+  const std::string leaf_read =
+      (GetParam().needs_legacy_flag ? "openssl pkcs12 -legacy -in " : "openssl pkcs12 -in ") +
+      dir.Sub("leaf.p12") + " -passin pass:pw -nodes -nokeys";
+  std::string leaf_pem = CommandOutput(leaf_read);
+  EXPECT_EQ(leaf_pem.find("BEGIN CERTIFICATE"), leaf_pem.rfind("BEGIN CERTIFICATE")) << leaf_pem;
+  EXPECT_NE(leaf_pem.find("BEGIN CERTIFICATE"), std::string::npos) << leaf_pem;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -520,8 +565,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<ProfileCase>& info) { return std::string(info.param.name); });
 
 TEST_F(Pkcs12Test, DefaultProfileIsCsiDriversLegacyRc2) {
-  Result<std::string> by_default =
-      BuildPkcs12(*key_, issued_.certificate_chain_pem, issued_.ca_pem, "pw");
+  Result<std::string> by_default = BuildPkcs12(*key_, issued_.certificate_chain_pem, "pw");
   ASSERT_TRUE(by_default.ok()) << by_default.status().ToString();
   const unsigned char* cursor = reinterpret_cast<const unsigned char*>(by_default->data());
   Pkcs12Ptr p12(d2i_PKCS12(nullptr, &cursor, static_cast<long>(by_default->size())));
@@ -536,14 +580,13 @@ TEST_F(Pkcs12Test, DefaultProfileIsCsiDriversLegacyRc2) {
 
 TEST_F(Pkcs12Test, RejectsMismatchedKeyAndEmptyChain) {
   Result<PrivateKey> other = PrivateKey::Generate(KeyAlgorithm::kEcdsa, 256);
-  Result<std::string> der =
-      BuildPkcs12(*other, issued_.certificate_chain_pem, issued_.ca_pem, "pw");
+  Result<std::string> der = BuildPkcs12(*other, issued_.certificate_chain_pem, "pw");
   ASSERT_FALSE(der.ok());
   EXPECT_EQ(der.status().code(), Code::kInvalidArgument);
-  der = BuildPkcs12(*key_, "", issued_.ca_pem, "pw");
+  der = BuildPkcs12(*key_, "", "pw");
   ASSERT_FALSE(der.ok());
   EXPECT_EQ(der.status().code(), Code::kInvalidArgument);
-  der = BuildPkcs12(*key_, "garbage", "", "pw");
+  der = BuildPkcs12(*key_, "garbage", "pw");
   ASSERT_FALSE(der.ok());
   EXPECT_EQ(der.status().code(), Code::kInvalidArgument);
 }

@@ -19,8 +19,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/logging.h"
 #include "issue/dn.h"
 #include "issue/go_duration.h"
+#include "issue/go_url.h"
 
 namespace certmount {
 namespace {
@@ -110,18 +112,15 @@ constexpr int64_t kMaxFsGroup = 4294967294;  // 2^32 - 2: (uint32_t)-1 means "no
 constexpr size_t kMaxFileNameBytes = 255;
 constexpr size_t kMaxDnsNameLength = 253;
 constexpr size_t kMaxDnsLabelLength = 63;
+constexpr std::string_view kNotUtf8 =
+    "is not UTF-8 (Go's certificate request builder refuses it too)";
 
 std::string FullKey(std::string_view name) {
   return std::string(kAttributePrefix) + std::string(name);
 }
 
-// Built by appending: GCC 12's -Wrestrict misfires (a false positive at -O3)
-// on "literal" + std::string, which inserts into the right-hand string.
-std::string Quote(std::string_view value) {
-  std::string quoted = "\"";
-  quoted.append(value).push_back('"');
-  return quoted;
-}
+// A pod's value in a message: quoted, control characters escaped, bounded.
+std::string Quote(std::string_view value) { return QuoteUserValue(value); }
 
 bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
@@ -155,32 +154,62 @@ bool IsAsciiAlnum(char c) {
 
 bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
-std::string_view Trim(std::string_view s) {
-  constexpr std::string_view kWhitespace = " \t\r\n";
-  size_t begin = s.find_first_not_of(kWhitespace);
-  if (begin == std::string_view::npos) return {};
-  size_t end = s.find_last_not_of(kWhitespace);
-  return s.substr(begin, end - begin + 1);
+// The length of the Unicode white space (Go's unicode.IsSpace) that `s`
+// starts with (`from_end` false) or ends with (true), as UTF-8.
+size_t SpaceAt(std::string_view s, bool from_end) {
+  if (s.empty()) return 0;
+  const char ascii = from_end ? s.back() : s.front();
+  if (std::string_view(" \t\n\v\f\r").find(ascii) != std::string_view::npos) return 1;
+  // U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F,
+  // U+3000 in UTF-8.
+  static constexpr std::string_view kSpaces[] = {
+      "\xC2\x85",     "\xC2\xA0",     "\xE1\x9A\x80", "\xE2\x80\x80", "\xE2\x80\x81",
+      "\xE2\x80\x82", "\xE2\x80\x83", "\xE2\x80\x84", "\xE2\x80\x85", "\xE2\x80\x86",
+      "\xE2\x80\x87", "\xE2\x80\x88", "\xE2\x80\x89", "\xE2\x80\x8A", "\xE2\x80\xA8",
+      "\xE2\x80\xA9", "\xE2\x80\xAF", "\xE2\x81\x9F", "\xE3\x80\x80"};
+  for (std::string_view space : kSpaces) {
+    if (from_end ? s.ends_with(space) : s.starts_with(space)) return space.size();
+  }
+  return 0;
 }
 
-// Splits a comma-separated value as one CSV record, csi-driver's list form
-// extended by CSV quoting: an item whose first non-blank character is '"'
-// runs to the matching '"' ("" inside is one '"'), so `"Acme, Inc.",Other`
-// is two items. Elsewhere '"' is an ordinary character, so every value
-// without a leading quote splits exactly as csi-driver splits it. Items are
-// trimmed and empty ones dropped. An unterminated quote, or text after a
-// closing quote, is an error naming the item.
-Result<std::vector<std::string>> SplitList(std::string_view list) {
+// Go's strings.TrimSpace, which csi-driver applies to SAN list items.
+std::string_view Trim(std::string_view s) {
+  while (size_t n = SpaceAt(s, false)) s.remove_prefix(n);
+  while (size_t n = SpaceAt(s, true)) s.remove_suffix(n);
+  return s;
+}
+
+// csi-driver's splitList for dns-names, ip-sans, uri-sans and key-usages:
+// split at every comma, each item trimmed, empty items kept.
+std::vector<std::string> SplitTrimmedList(std::string_view list) {
   std::vector<std::string> items;
   size_t pos = 0;
-  while (pos <= list.size()) {
-    while (pos < list.size() &&
-           (list[pos] == ' ' || list[pos] == '\t' || list[pos] == '\r' || list[pos] == '\n')) {
-      ++pos;
-    }
+  while (true) {
+    const size_t comma = list.find(',', pos);
+    items.emplace_back(
+        Trim(list.substr(pos, comma == std::string_view::npos ? comma : comma - pos)));
+    if (comma == std::string_view::npos) return items;
+    pos = comma + 1;
+  }
+}
+
+// csi-driver's split of the subject lists (organizations and the like): at
+// every comma, nothing trimmed, empty items kept, so "a, b" is "a" and " b".
+// Extended by CSV quoting: an item whose first character is '"' runs to the
+// matching '"' ("" inside is one '"') and must end there, so
+// `"Acme, Inc.",Other` is two items. Only such items differ from csi-driver's
+// split; every value without an item starting with '"' splits exactly as
+// csi-driver splits it. An unterminated quote, or text after a closing
+// quote, is an error naming the item.
+Result<std::vector<std::string>> SplitSubjectList(std::string_view list) {
+  std::vector<std::string> items;
+  size_t pos = 0;
+  while (true) {
     std::string item;
+    size_t end;
     if (pos < list.size() && list[pos] == '"') {
-      size_t start = pos++;
+      const size_t start = pos++;
       while (true) {
         if (pos >= list.size()) {
           return Status::InvalidArgument(Quote(list.substr(start)) + " has no closing '\"'");
@@ -188,33 +217,25 @@ Result<std::vector<std::string>> SplitList(std::string_view list) {
         if (list[pos] == '"' && pos + 1 < list.size() && list[pos + 1] == '"') {
           item.push_back('"');
           pos += 2;
-        } else if (list[pos] == '"') {
-          ++pos;
+        } else if (list[pos++] == '"') {
           break;
         } else {
-          item.push_back(list[pos++]);
+          item.push_back(list[pos - 1]);
         }
       }
-      size_t comma = std::min(list.find(',', pos), list.size());
-      if (!Trim(list.substr(pos, comma - pos)).empty()) {
-        return Status::InvalidArgument(Quote(list.substr(start, comma - start)) +
+      end = std::min(list.find(',', pos), list.size());
+      if (end != pos) {
+        return Status::InvalidArgument(Quote(list.substr(start, end - start)) +
                                        " has text after its closing '\"'");
       }
-      pos = comma + 1;
     } else {
-      size_t comma = std::min(list.find(',', pos), list.size());
-      item = Trim(list.substr(pos, comma - pos));
-      pos = comma + 1;
+      end = std::min(list.find(',', pos), list.size());
+      item = list.substr(pos, end - pos);
     }
-    if (!item.empty()) items.push_back(std::move(item));
+    items.push_back(std::move(item));
+    if (end == list.size()) return items;
+    pos = end + 1;
   }
-  return items;
-}
-
-// Number of code points; the values come from Kubernetes, so they are UTF-8.
-size_t CharacterCount(std::string_view s) {
-  return static_cast<size_t>(std::count_if(
-      s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
 }
 
 // Dot-separated RFC 1123 labels whose characters `allowed` accepts (besides
@@ -236,13 +257,6 @@ bool AreDnsLabels(std::string_view name, bool (*allowed)(char)) {
   }
 }
 
-// RFC 1123 labels, with an optional leading "*." wildcard label.
-bool IsDnsName(std::string_view name) {
-  if (name.size() > kMaxDnsNameLength) return false;
-  if (name.starts_with("*.")) name.remove_prefix(2);
-  return AreDnsLabels(name, IsAsciiAlnum);
-}
-
 // RFC 1123 subdomain, lower case: the prefix of a Kubernetes annotation key.
 bool IsDnsSubdomain(std::string_view name) { return AreDnsLabels(name, IsLowerAlnum); }
 
@@ -262,23 +276,18 @@ std::optional<std::string> CanonicalIp(const std::string& text) {
     return std::string(canonical);
   }
   if (inet_pton(AF_INET6, text.c_str(), address) == 1) {
+    // Go's x509 writes an IPv4-mapped address (::ffff:a.b.c.d) as 4 bytes.
+    constexpr unsigned char kMappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (std::equal(kMappedPrefix, kMappedPrefix + 12, address)) {
+      if (inet_ntop(AF_INET, address + 12, canonical, sizeof(canonical)) == nullptr) {
+        return std::nullopt;
+      }
+      return std::string(canonical);
+    }
     if (inet_ntop(AF_INET6, address, canonical, sizeof(canonical)) == nullptr) return std::nullopt;
     return std::string(canonical);
   }
   return std::nullopt;
-}
-
-// RFC 3986 scheme ":" followed by something, no whitespace or controls.
-bool HasUriScheme(std::string_view uri) {
-  size_t colon = uri.find(':');
-  if (colon == std::string_view::npos || colon == 0 || colon + 1 == uri.size()) return false;
-  if (!std::isalpha(static_cast<unsigned char>(uri[0]))) return false;
-  for (size_t i = 1; i < colon; ++i) {
-    char c = uri[i];
-    if (!IsAsciiAlnum(c) && c != '+' && c != '-' && c != '.') return false;
-  }
-  return std::none_of(uri.begin(), uri.end(),
-                      [](char c) { return static_cast<unsigned char>(c) <= ' ' || c == 0x7f; });
 }
 
 bool IsEmailAddress(std::string_view email) {
@@ -287,13 +296,6 @@ bool IsEmailAddress(std::string_view email) {
   if (email.find('@', at + 1) != std::string_view::npos) return false;
   return std::none_of(email.begin(), email.end(),
                       [](char c) { return static_cast<unsigned char>(c) <= ' ' || c == 0x7f; });
-}
-
-// X.520 PrintableString characters (serialNumber and countryName use it).
-bool IsPrintableString(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return IsAsciiAlnum(c) || std::string_view(" '()+,-./:=?").find(c) != std::string_view::npos;
-  });
 }
 
 // Escapes an expanded variable for use inside an RFC 4514 value, so a value
@@ -341,7 +343,7 @@ class Variables {
         if (width == 0) expanded.push_back('$');
         continue;
       }
-      CERTMOUNT_ASSIGN_OR_RETURN(std::string substituted, Lookup(name, value, variable));
+      CERTMOUNT_ASSIGN_OR_RETURN(std::string substituted, Lookup(name, variable));
       expanded.append(escape ? escape(substituted) : substituted);
     }
     return expanded;
@@ -368,29 +370,24 @@ class Variables {
     return {std::string(s.substr(0, end)), end};
   }
 
-  Result<std::string> Lookup(std::string_view name, std::string_view value,
-                             const std::string& variable) const {
-    std::string_view source;
-    for (const auto& [known, key] : kSources) {
-      if (known == variable) source = key;
-    }
-    if (source.empty()) {
-      return InvalidValue(name, value, "uses unknown variable ${" + variable + "}; " + KnownList());
+  // A known variable's value ("" when kubelet did not send it, as in
+  // csi-driver); an unknown one is an error naming the known ones.
+  Result<std::string> Lookup(std::string_view name, const std::string& variable) const {
+    bool known = false;
+    for (const auto& [known_name, key] : kSources) known = known || known_name == variable;
+    if (!known) {
+      std::string rule = "uses undefined variable ";
+      rule.append(QuoteUserValue(variable)).append("; ").append(KnownList());
+      return Invalid(name, rule);
     }
     auto it = values_.find(variable);
-    if (it == values_.end()) {
-      return InvalidValue(name, value,
-                          "uses ${" + variable + "} but kubelet did not send " +
-                              std::string(source) +
-                              " (the CSIDriver object needs podInfoOnMount: true); " + KnownList());
-    }
-    return it->second;
+    return it == values_.end() ? std::string() : it->second;
   }
 
   static std::string KnownList() {
     std::string list = "known variables are ";
     for (size_t i = 0; i < kSources.size(); ++i) {
-      list += (i == 0 ? "${" : ", ${") + std::string(kSources[i].first) + "}";
+      list.append(i == 0 ? "" : ", ").append(kSources[i].first);
     }
     return list;
   }
@@ -475,77 +472,68 @@ class AttributeParser {
     return Status::Ok();
   }
 
-  // Reads a comma-separated list (see SplitList); as in csi-driver the
-  // whole value is expanded first unless `expand` is false.
-  Result<std::vector<std::string>> GetList(std::string_view name, bool expand = true) const {
+  // The attribute's value with variables expanded, as csi-driver's expand.
+  Result<std::optional<std::string>> GetExpanded(std::string_view name) const {
     std::optional<std::string> value = Get(name);
-    if (!value) return std::vector<std::string>();
-    std::string text = *value;
-    if (expand) {
-      CERTMOUNT_ASSIGN_OR_RETURN(text, variables_.Expand(name, *value, nullptr));
+    if (!value) return std::optional<std::string>();
+    CERTMOUNT_ASSIGN_OR_RETURN(std::string expanded, variables_.Expand(name, *value, nullptr));
+    return std::optional<std::string>(std::move(expanded));
+  }
+
+  // A SAN list or key-usages: split as csi-driver's splitList
+  // (SplitTrimmedList), after expansion unless `expand` is false.
+  Result<std::vector<std::string>> GetList(std::string_view name, bool expand = true) const {
+    std::optional<std::string> text = Get(name);
+    if (text && expand) {
+      CERTMOUNT_ASSIGN_OR_RETURN(text, GetExpanded(name));
     }
-    Result<std::vector<std::string>> items = SplitList(text);
+    if (!text) return std::vector<std::string>();
+    return SplitTrimmedList(*text);
+  }
+
+  // A subject list: expanded, then split as csi-driver splits it (see
+  // SplitSubjectList); every item must be UTF-8, which Go's name encoder
+  // requires.
+  Result<std::vector<std::string>> GetSubjectList(std::string_view name) const {
+    CERTMOUNT_ASSIGN_OR_RETURN(std::optional<std::string> text, GetExpanded(name));
+    if (!text) return std::vector<std::string>();
+    Result<std::vector<std::string>> items = SplitSubjectList(*text);
     if (!items.ok()) return Invalid(name, items.status().message());
-    return items;
-  }
-
-  // A subject list whose items may have at most `max_characters` each.
-  Result<std::vector<std::string>> GetSubjectList(std::string_view name,
-                                                  size_t max_characters) const {
-    CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> items, GetList(name));
-    for (const std::string& item : items) {
-      if (max_characters != 0 && CharacterCount(item) > max_characters) {
-        return InvalidValue(name, item,
-                            "is longer than " + std::to_string(max_characters) + " characters");
-      }
+    for (const std::string& item : *items) {
+      if (!IsValidUtf8(item)) return InvalidValue(name, item, kNotUtf8);
     }
     return items;
   }
 
+  // As csi-driver: a non-empty literal-subject replaces every subject field,
+  // which are then not even read; otherwise the fields are taken without
+  // length or format checks (csi-driver has none, and Go writes any UTF-8).
   Status ParseSubject(CertificateSpec& spec) const {
+    if (Get(kLiteralSubject)) return ParseLiteralSubject(spec);
     Subject& subject = spec.subject;
-    if (auto common_name = Get(kCommonName)) {
-      CERTMOUNT_ASSIGN_OR_RETURN(subject.common_name,
-                                 variables_.Expand(kCommonName, *common_name, nullptr));
-      if (CharacterCount(subject.common_name) > 64) {
-        return InvalidValue(kCommonName, subject.common_name, "is longer than 64 characters");
-      }
+    CERTMOUNT_ASSIGN_OR_RETURN(std::optional<std::string> common_name, GetExpanded(kCommonName));
+    subject.common_name = common_name.value_or("");
+    if (!IsValidUtf8(subject.common_name)) {
+      return InvalidValue(kCommonName, subject.common_name, kNotUtf8);
     }
-    CERTMOUNT_ASSIGN_OR_RETURN(subject.organizations, GetSubjectList(kOrganizations, 64));
-    CERTMOUNT_ASSIGN_OR_RETURN(subject.organizational_units,
-                               GetSubjectList(kOrganizationalUnits, 64));
-    CERTMOUNT_ASSIGN_OR_RETURN(subject.countries, GetSubjectList(kCountries, 0));
-    for (const std::string& country : subject.countries) {
-      if (country.size() != 2 || !std::isalpha(static_cast<unsigned char>(country[0])) ||
-          !std::isalpha(static_cast<unsigned char>(country[1]))) {
-        return InvalidValue(kCountries, country, "is not a two-letter ISO 3166 country code");
-      }
+    CERTMOUNT_ASSIGN_OR_RETURN(subject.organizations, GetSubjectList(kOrganizations));
+    CERTMOUNT_ASSIGN_OR_RETURN(subject.organizational_units, GetSubjectList(kOrganizationalUnits));
+    CERTMOUNT_ASSIGN_OR_RETURN(subject.countries, GetSubjectList(kCountries));
+    CERTMOUNT_ASSIGN_OR_RETURN(subject.provinces, GetSubjectList(kProvinces));
+    CERTMOUNT_ASSIGN_OR_RETURN(subject.localities, GetSubjectList(kLocalities));
+    CERTMOUNT_ASSIGN_OR_RETURN(subject.street_addresses, GetSubjectList(kStreetAddresses));
+    CERTMOUNT_ASSIGN_OR_RETURN(subject.postal_codes, GetSubjectList(kPostalCodes));
+    subject.serial_number = Get(kSerialNumber).value_or("");  // csi-driver does not expand it
+    if (!IsValidUtf8(subject.serial_number)) {
+      return InvalidValue(kSerialNumber, subject.serial_number, kNotUtf8);
     }
-    CERTMOUNT_ASSIGN_OR_RETURN(subject.provinces, GetSubjectList(kProvinces, 128));
-    CERTMOUNT_ASSIGN_OR_RETURN(subject.localities, GetSubjectList(kLocalities, 128));
-    CERTMOUNT_ASSIGN_OR_RETURN(subject.street_addresses, GetSubjectList(kStreetAddresses, 0));
-    CERTMOUNT_ASSIGN_OR_RETURN(subject.postal_codes, GetSubjectList(kPostalCodes, 40));
-    if (auto serial = Get(kSerialNumber)) {
-      subject.serial_number = *serial;  // csi-driver does not expand it
-      if (subject.serial_number.size() > 64 || !IsPrintableString(subject.serial_number)) {
-        return InvalidValue(kSerialNumber, subject.serial_number,
-                            "must be at most 64 PrintableString characters "
-                            "(A-Z a-z 0-9 space ' ( ) + , - . / : = ?)");
-      }
-    }
+    return Status::Ok();
+  }
 
-    std::optional<std::string> literal = Get(kLiteralSubject);
-    if (!literal) return Status::Ok();
-    for (std::string_view field :
-         {kCommonName, kOrganizations, kOrganizationalUnits, kCountries, kProvinces, kLocalities,
-          kStreetAddresses, kPostalCodes, kSerialNumber}) {
-      if (Get(field)) {
-        return Invalid(kLiteralSubject, "cannot be combined with " + FullKey(field) +
-                                            "; put every subject attribute in the literal subject");
-      }
-    }
-    CERTMOUNT_ASSIGN_OR_RETURN(spec.literal_subject,
-                               variables_.Expand(kLiteralSubject, *literal, EscapeRfc4514));
+  Status ParseLiteralSubject(CertificateSpec& spec) const {
+    CERTMOUNT_ASSIGN_OR_RETURN(
+        spec.literal_subject,
+        variables_.Expand(kLiteralSubject, *Get(kLiteralSubject), EscapeRfc4514));
     Result<std::vector<RdnAttribute>> parsed = ParseRfc4514(spec.literal_subject);
     if (!parsed.ok()) {
       return InvalidValue(kLiteralSubject, spec.literal_subject,
@@ -554,14 +542,16 @@ class AttributeParser {
     return Status::Ok();
   }
 
+  // No identity is required (csi-driver requires none). DNS names are taken
+  // as csi-driver takes them, without RFC 1123 or length checks, but must be
+  // ASCII: Go's x509 refuses any other dNSName, so csi-driver fails too.
   Status ParseSans(CertificateSpec& spec) const {
     CERTMOUNT_ASSIGN_OR_RETURN(spec.dns_names, GetList(kDnsNames));
     for (const std::string& name : spec.dns_names) {
-      if (!IsDnsName(name)) {
+      if (std::any_of(name.begin(), name.end(),
+                      [](char c) { return static_cast<unsigned char>(c) >= 0x80; })) {
         return InvalidValue(kDnsNames, name,
-                            "is not a DNS name (labels of 1-63 characters [a-z0-9-] not starting "
-                            "or ending with '-', '*.' only as the first label, at most 253 "
-                            "characters)");
+                            "is not ASCII; a dNSName is an IA5String (csi-driver refuses it too)");
       }
     }
     CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> ips, GetList(kIpSans, /*expand=*/false));
@@ -570,12 +560,17 @@ class AttributeParser {
       if (!canonical) return InvalidValue(kIpSans, ip, "is not an IPv4 or IPv6 address");
       spec.ip_addresses.push_back(*canonical);
     }
-    CERTMOUNT_ASSIGN_OR_RETURN(spec.uris, GetList(kUriSans));
-    for (const std::string& uri : spec.uris) {
-      if (!HasUriScheme(uri)) {
-        return InvalidValue(kUriSans, uri,
-                            "is not a URI with a scheme (e.g. \"spiffe://cluster.local/ns/a\")");
+    CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> uris, GetList(kUriSans));
+    for (const std::string& uri : uris) {
+      Result<std::string> written = GoRequestUri(uri);
+      if (!written.ok()) {
+        std::string rule =
+            "is not a URI Go's url.ParseRequestURI accepts (e.g. "
+            "\"spiffe://cluster.local/ns/a\" or \"/path\"): ";
+        rule.append(written.status().message());
+        return InvalidValue(kUriSans, uri, rule);
       }
+      spec.uris.push_back(*written);
     }
     CERTMOUNT_ASSIGN_OR_RETURN(spec.email_addresses, GetList(kEmailSans));
     for (const std::string& email : spec.email_addresses) {
@@ -584,46 +579,35 @@ class AttributeParser {
                             "is not an email address (one '@' with text on both sides)");
       }
     }
-    if (spec.subject.common_name.empty() && spec.literal_subject.empty() &&
-        spec.dns_names.empty() && spec.ip_addresses.empty() && spec.uris.empty() &&
-        spec.email_addresses.empty()) {
-      return Status::InvalidArgument(
-          "at least one of " + FullKey(kCommonName) + ", " + FullKey(kLiteralSubject) + ", " +
-          FullKey(kDnsNames) + ", " + FullKey(kIpSans) + ", " + FullKey(kUriSans) + " or " +
-          FullKey(kEmailSans) + " must be set: a certificate needs an identity");
-    }
     return Status::Ok();
   }
 
-  Result<std::chrono::seconds> GetDuration(std::string_view name, std::string_view value) const {
+  Result<std::chrono::nanoseconds> GetDuration(std::string_view name,
+                                               std::string_view value) const {
     Result<std::chrono::nanoseconds> parsed = ParseGoDuration(value);
     if (!parsed.ok()) {
       return InvalidValue(
           name, value,
           "is not a Go duration (e.g. \"2160h\", \"1h30m\"): " + parsed.status().message());
     }
-    if (parsed->count() % 1'000'000'000 != 0) {
-      return InvalidValue(name, value, "must be a whole number of seconds");
-    }
-    return std::chrono::duration_cast<std::chrono::seconds>(*parsed);
+    return parsed;
   }
 
+  // Go durations, fractions included. renew-before takes any value, as in
+  // csi-driver (see NextIssuanceAt); a duration must be positive.
   Status ParseLifetime(CertificateSpec& spec) const {
     if (auto duration = Get(kDuration)) {
       CERTMOUNT_ASSIGN_OR_RETURN(spec.duration, GetDuration(kDuration, *duration));
-      if (spec.duration < std::chrono::seconds(1)) {
-        return InvalidValue(kDuration, *duration, "must be at least 1s");
+      if (spec.duration <= std::chrono::nanoseconds(0)) {
+        // csi-driver requests it, and the issuer returns a certificate that
+        // has already expired, which is then reissued without pause.
+        return InvalidValue(kDuration, *duration,
+                            "must be greater than 0 (a certificate that is expired when "
+                            "issued would be reissued in a loop)");
       }
     }
     if (auto renew_before = Get(kRenewBefore)) {
-      CERTMOUNT_ASSIGN_OR_RETURN(std::chrono::seconds value,
-                                 GetDuration(kRenewBefore, *renew_before));
-      if (value <= std::chrono::seconds(0)) {
-        return InvalidValue(kRenewBefore, *renew_before, "must be greater than 0");
-      }
-      // Not compared with duration: as in csi-driver, a renew-before that
-      // does not fit the issued lifetime means two thirds (NextIssuanceAt).
-      spec.renew_before = value;
+      CERTMOUNT_ASSIGN_OR_RETURN(spec.renew_before, GetDuration(kRenewBefore, *renew_before));
     }
     return Status::Ok();
   }
@@ -638,8 +622,7 @@ class AttributeParser {
 
   Status ParseUsages(CertificateSpec& spec) const {
     CERTMOUNT_ASSIGN_OR_RETURN(spec.is_ca, GetBool(kIsCa, false));
-    std::optional<std::string> usages = Get(kKeyUsages);
-    if (!usages) return Status::Ok();
+    if (!Get(kKeyUsages)) return Status::Ok();
     spec.usages.clear();
     CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> listed,
                                GetList(kKeyUsages, /*expand=*/false));
@@ -653,7 +636,6 @@ class AttributeParser {
         spec.usages.push_back(usage);
       }
     }
-    if (spec.usages.empty()) return InvalidValue(kKeyUsages, *usages, "lists no usage");
     return Status::Ok();
   }
 

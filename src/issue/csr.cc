@@ -4,6 +4,7 @@
 #include <openssl/pem.h>
 #include <strings.h>
 
+#include <algorithm>
 #include <string_view>
 #include <vector>
 
@@ -48,18 +49,35 @@ Result<ASN1_OBJECT*> AttributeObject(const std::string& type) {
   return object;
 }
 
-// Adds one attribute; `new_rdn` false joins it to the last RDN.
+// Go's asn1 string choice, which cert-manager and csi-driver write names
+// with: PrintableString when every character is in its set (without '*' and
+// '&'), otherwise UTF8String.
+int GoStringType(std::string_view value) {
+  constexpr std::string_view kPrintablePunctuation = " '()+,-./:=?";
+  const bool printable = std::all_of(value.begin(), value.end(), [&](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           kPrintablePunctuation.find(c) != std::string_view::npos;
+  });
+  return printable ? V_ASN1_PRINTABLESTRING : V_ASN1_UTF8STRING;
+}
+
+// Adds one attribute; `new_rdn` false joins it to the last RDN. The string
+// type is given explicitly so that OpenSSL's string table (X.520 upper
+// bounds such as 64 characters for a common name) is not applied: csi-driver
+// applies none either.
 Status AddEntry(X509_NAME* name, const std::string& type, const std::string& value, bool new_rdn) {
+  if (!IsValidUtf8(value)) {
+    return Status::InvalidArgument("subject attribute " + type + " is not UTF-8");
+  }
   CERTMOUNT_ASSIGN_OR_RETURN(ASN1_OBJECT * object, AttributeObject(type));
-  int ok = X509_NAME_add_entry_by_OBJ(name, object, MBSTRING_UTF8,
+  int ok = X509_NAME_add_entry_by_OBJ(name, object, GoStringType(value),
                                       reinterpret_cast<const unsigned char*>(value.data()),
                                       static_cast<int>(value.size()), -1, new_rdn ? 0 : -1);
   // OBJ_nid2obj objects are static and freeing them is a no-op; txt2obj ones
   // are ours.
   ASN1_OBJECT_free(object);
   if (ok != 1) {
-    return Status::InvalidArgument(
-        OpensslFailure("invalid subject attribute " + type + "=" + value));
+    return Status::InvalidArgument(OpensslFailure("invalid subject attribute " + type));
   }
   return Status::Ok();
 }
@@ -213,11 +231,10 @@ Result<std::string> BuildCsrPem(const PrivateKey& key, const CertificateSpec& sp
     CERTMOUNT_ASSIGN_OR_RETURN(subject, StructuredSubjectName(spec.subject));
   }
   CERTMOUNT_ASSIGN_OR_RETURN(GeneralNamesPtr alt_names, SubjectAltNames(spec));
+  // A request with neither a subject nor a SAN is allowed: csi-driver sends
+  // one when a pod names no identity, and the issuer decides.
   const bool empty_subject = X509_NAME_entry_count(subject.get()) == 0;
   const bool no_alt_names = sk_GENERAL_NAME_num(alt_names.get()) == 0;
-  if (empty_subject && no_alt_names) {
-    return Status::InvalidArgument("a certificate request needs a subject or at least one SAN");
-  }
 
   X509ReqPtr request(X509_REQ_new());
   if (request == nullptr || X509_REQ_set_version(request.get(), X509_REQ_VERSION_1) != 1 ||

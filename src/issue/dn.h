@@ -36,4 +36,8 @@ struct RdnAttribute {
 // values that are not UTF-8.
 Result<std::vector<RdnAttribute>> ParseRfc4514(std::string_view dn);
 
+// True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code
+// points past U+10FFFF), the form Go's asn1 requires of a name's strings.
+bool IsValidUtf8(std::string_view s);
+
 }  // namespace certmount

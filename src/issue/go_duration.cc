@@ -103,18 +103,54 @@ Result<std::chrono::nanoseconds> ParseGoDuration(std::string_view text) {
   return std::chrono::nanoseconds(signed_total);
 }
 
-std::string FormatGoDuration(std::chrono::seconds duration) {
-  int64_t count = duration.count();
+namespace {
+
+// Go's fmtFrac: ".ddd" for the low `digits` decimal digits of `value`
+// without trailing zeros (nothing when they are all zero); `value` keeps the
+// rest.
+std::string FractionDigits(uint64_t& value, int digits) {
+  std::string fraction;
+  bool significant = false;
+  for (int i = 0; i < digits; ++i) {
+    const char digit = static_cast<char>('0' + value % 10);
+    significant = significant || digit != '0';
+    if (significant) fraction.insert(fraction.begin(), digit);
+    value /= 10;
+  }
+  if (significant) fraction.insert(fraction.begin(), '.');
+  return fraction;
+}
+
+}  // namespace
+
+std::string FormatGoDuration(std::chrono::nanoseconds duration) {
+  const int64_t count = duration.count();
   if (count == 0) return "0s";
   // Work on the magnitude as unsigned so INT64_MIN does not overflow.
   uint64_t magnitude = count < 0 ? ~static_cast<uint64_t>(count) + 1 : static_cast<uint64_t>(count);
   std::string text = count < 0 ? "-" : "";
-  uint64_t hours = magnitude / 3600;
-  uint64_t minutes = magnitude / 60 % 60;
-  uint64_t seconds = magnitude % 60;
-  if (hours > 0) text += std::to_string(hours) + "h";
-  if (hours > 0 || minutes > 0) text += std::to_string(minutes) + "m";
-  text += std::to_string(seconds) + "s";
+  if (magnitude < 1'000'000'000) {
+    // Under a second: the largest of ns, µs and ms that keeps a whole part.
+    int digits = 0;
+    const char* unit = "ns";
+    if (magnitude >= 1'000'000) {
+      digits = 6;
+      unit = "ms";
+    } else if (magnitude >= 1'000) {
+      digits = 3;
+      unit = "\u00b5s";
+    }
+    std::string fraction = FractionDigits(magnitude, digits);
+    text.append(std::to_string(magnitude)).append(fraction).append(unit);
+    return text;
+  }
+  std::string fraction = FractionDigits(magnitude, 9);
+  const uint64_t hours = magnitude / 3600;
+  const uint64_t minutes = magnitude / 60 % 60;
+  const uint64_t seconds = magnitude % 60;
+  if (hours > 0) text.append(std::to_string(hours)).append("h");
+  if (hours > 0 || minutes > 0) text.append(std::to_string(minutes)).append("m");
+  text.append(std::to_string(seconds)).append(fraction).append("s");
   return text;
 }
 

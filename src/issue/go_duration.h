@@ -18,8 +18,8 @@ namespace certmount {
 // ("missing unit in duration \"5\""); callers add the attribute name.
 Result<std::chrono::nanoseconds> ParseGoDuration(std::string_view text);
 
-// Formats whole seconds exactly as Go's Duration.String() does, e.g.
-// "2160h0m0s", "1h30m0s", "1m30s", "45s", "0s", "-5s".
-std::string FormatGoDuration(std::chrono::seconds duration);
+// Formats a duration exactly as Go's Duration.String() does, e.g.
+// "2160h0m0s", "1h30m0s", "1m30.5s", "45s", "0s", "-5s", "500ms", "1.5\u00b5s".
+std::string FormatGoDuration(std::chrono::nanoseconds duration);
 
 }  // namespace certmount

@@ -492,7 +492,10 @@ Result<IssuedCertificate> LocalCa::Issue(const IssueInput& input,
 
   const int64_t now = clock_.NowUnix();
   if (now >= not_after_) return Status::FailedPrecondition("the local CA has expired");
-  const int64_t not_after = std::min(now + static_cast<int64_t>(spec.duration.count()), not_after_);
+  // X.509 times have whole seconds; a fractional duration ("1.5s") rounds up
+  // so that a sub-second one still yields a certificate valid for a moment.
+  const int64_t lifetime = std::chrono::ceil<std::chrono::seconds>(spec.duration).count();
+  const int64_t not_after = std::min(now + lifetime, not_after_);
 
   X509Ptr cert(X509_new());
   if (cert == nullptr || X509_set_version(cert.get(), X509_VERSION_3) != 1 ||

@@ -14,7 +14,6 @@ constexpr int kIterations = PKCS12_DEFAULT_ITER;
 
 // Appends every PEM certificate in `pem` to `stack`.
 Status AppendCertificates(std::string_view pem, STACK_OF(X509) * stack, const char* what) {
-  if (pem.empty()) return Status::Ok();
   BioPtr bio = MemoryBio(pem.data(), pem.size());
   if (bio == nullptr) return Status::Internal(OpensslFailure("cannot allocate BIO"));
   int count = 0;
@@ -84,15 +83,13 @@ Result<ProfileParameters> ParametersFor(Pkcs12Profile profile) {
 }  // namespace
 
 Result<std::string> BuildPkcs12(const PrivateKey& key, std::string_view chain_pem,
-                                std::string_view ca_pem, const std::string& password,
-                                Pkcs12Profile profile) {
+                                const std::string& password, Pkcs12Profile profile) {
   CERTMOUNT_ASSIGN_OR_RETURN(ProfileParameters parameters, ParametersFor(profile));
   X509StackPtr chain(sk_X509_new_null());
   X509StackPtr extra(sk_X509_new_null());
   if (chain == nullptr || extra == nullptr) return Status::Internal("out of memory");
   if (chain_pem.empty()) return Status::InvalidArgument("empty certificate chain");
   CERTMOUNT_RETURN_IF_ERROR(AppendCertificates(chain_pem, chain.get(), "certificate chain"));
-  CERTMOUNT_RETURN_IF_ERROR(AppendCertificates(ca_pem, extra.get(), "CA bundle"));
   X509Ptr leaf(sk_X509_shift(chain.get()));
   while (X509* cert = sk_X509_shift(chain.get())) {
     sk_X509_push(extra.get(), cert);

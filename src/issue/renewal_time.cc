@@ -3,11 +3,15 @@
 namespace certmount {
 
 int64_t NextIssuanceAt(int64_t not_before, int64_t not_after,
-                       std::optional<std::chrono::seconds> renew_before) {
+                       std::optional<std::chrono::nanoseconds> renew_before) {
   const int64_t lifetime = not_after - not_before;
   if (lifetime <= 0) return not_before;
-  if (renew_before.has_value() && renew_before->count() > 0 && renew_before->count() < lifetime) {
-    return not_after - renew_before->count();
+  constexpr __int128 kNanosPerSecond = 1'000'000'000;
+  if (renew_before.has_value() && renew_before->count() < lifetime * kNanosPerSecond) {
+    const __int128 at = not_after * kNanosPerSecond - renew_before->count();
+    __int128 seconds = at / kNanosPerSecond;
+    if (at % kNanosPerSecond != 0 && at < 0) --seconds;  // round towards the past
+    return static_cast<int64_t>(seconds);
   }
   return not_before + lifetime * 2 / 3;
 }

@@ -56,8 +56,8 @@ struct CertificateSpec {
   std::vector<std::string> ip_addresses;  // canonical text form, v4 or v6
   std::vector<std::string> uris;
   std::vector<std::string> email_addresses;
-  std::chrono::seconds duration{std::chrono::hours(2160)};
-  std::optional<std::chrono::seconds> renew_before;
+  std::chrono::nanoseconds duration{std::chrono::hours(2160)};
+  std::optional<std::chrono::nanoseconds> renew_before;
   bool is_ca = false;
   // cert-manager usage names ("digital signature", "server auth", ...).
   std::vector<std::string> usages{"digital signature", "key encipherment"};

@@ -144,9 +144,9 @@ Result<IssuedCertificateFields> IssueIntoVolume(const IssuanceRequest& request, 
       {spec.ca_file, issued->ca_pem, CertFileMode(ownership)},
   };
   if (spec.pkcs12_enable) {
-    CERTMOUNT_ASSIGN_OR_RETURN(std::string keystore,
-                               BuildPkcs12(key, issued->certificate_chain_pem, issued->ca_pem,
-                                           spec.pkcs12_password, spec.pkcs12_profile));
+    CERTMOUNT_ASSIGN_OR_RETURN(
+        std::string keystore,
+        BuildPkcs12(key, issued->certificate_chain_pem, spec.pkcs12_password, spec.pkcs12_profile));
     files.push_back({spec.pkcs12_filename, std::move(keystore), KeyFileMode(ownership)});
   }
   CERTMOUNT_RETURN_IF_ERROR(WriteFileSet(request.layout.data, files, ownership, env));
