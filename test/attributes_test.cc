@@ -560,8 +560,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"UriBadPort", With({{"uri-sans", "https://a:b/"}}), Key("uri-sans"), "port"},
         BadCase{"UriNonAsciiOpaque", With({{"uri-sans", "urn:\xc3\xa9"}}), Key("uri-sans"),
                 "not ASCII"},
-        BadCase{"DnsNonAscii", With({{"dns-names", "b\xc3\xbccher.example"}}), kDnsNamesKey,
-                "is not ASCII"},
+        BadCase{"DnsNonAscii",
+                With({{"dns-names",
+                       "b\xc3\xbc"
+                       "cher.example"}}),
+                kDnsNamesKey, "is not ASCII"},
         BadCase{"IpEmptyItem", With({{"ip-sans", "10.0.0.1,,10.0.0.2"}}), Key("ip-sans"),
                 "\"\" is not an IPv4 or IPv6 address"},
         BadCase{"UsageEmptyItem", With({{"key-usages", "server auth,,client auth"}}),

@@ -13,12 +13,26 @@
 //       an annotation of the CertificateRequest
 //   key defaults (docs/attributes.md): RSA 2048 PKCS#1; ECDSA 256 and Ed25519
 //       PKCS#8; renewal at two thirds of the lifetime unless renew-before fits.
+//   No identity is required; dns-names, ip-sans, uri-sans and key-usages are
+//       split by splitList (split at ',', TrimSpace, empty items kept), the
+//       subject lists by a plain strings.Split (nothing trimmed); uri-sans go
+//       through url.ParseRequestURI and are written as URL.String(); durations
+//       are time.ParseDuration; a non-empty literal-subject makes the subject
+//       fields unread; a known variable whose kubelet entry is missing
+//       expands to ""; an unknown one is refused; is-ca is exactly
+//       "true"/"false" (validation.go boolValue).
+//   pkg/filestore/writer.go         calculateNextIssuanceTime: NotAfter -
+//       renew-before when NotBefore + renew-before is before NotAfter (zero:
+//       at NotAfter, negative: after it), else two thirds
+//   pkg/keystore/pkcs12/pkcs12.go   keystore.p12 = key, chain[0], chain[1:]
+//       (the intermediates of tls.crt; ca.crt is not added)
 // Every case runs through the real certmountd with its local CA; the
 // cert-manager cases also through the fake API server.
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <gtest/gtest.h>
 #include <openssl/x509v3.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -65,12 +79,16 @@ struct Case {
   std::string key_file = "tls.key";
   std::string ca_file = "ca.crt";
   std::optional<std::pair<std::string, std::string>> pkcs12 = std::nullopt;  // file, password
+  bool pkcs12_legacy = true;  // LegacyRC2 (OpenSSL 3 reads it with -legacy)
   // The CertificateRequest, where the case also runs through cert-manager.
   bool through_cert_manager = false;
   json usages = json({"digital signature", "key encipherment"});
   std::string duration = "2160h0m0s";
   json issuer_ref = json({{"name", "ca"}, {"kind", "Issuer"}, {"group", "cert-manager.io"}});
   json annotations = nullptr;  // absent
+  // The signer puts its CA at the end of tls.crt instead of in status.ca,
+  // as an issuer with an intermediate does: chain[1:] is then not empty.
+  bool chain_with_ca = false;
 };
 void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
 
@@ -91,8 +109,9 @@ const std::vector<Case> kCases = {
                     {"postalcodes", "10115"},
                     {"serialnumber", "0042"}},
      // Go's pkix.Name order (C, ST, L, street, postalCode, O, OU, CN,
-     // serialNumber), printed last RDN first.
-     .subject = "serialNumber=0042,CN=web-0,OU=ops,O=Acme,O=default-org,postalCode=10115,"
+     // serialNumber), the values of one field in one RDN, DER-sorted (shorter
+     // first); printed last RDN and last value first.
+     .subject = "serialNumber=0042,CN=web-0,OU=ops,O=default-org+O=Acme,postalCode=10115,"
                 "street=Main 1,L=Berlin,ST=Berlin,C=DE"},
     {.name = "literal_subject",
      .attributes = {{"literal-subject", "CN=${POD_NAME},O=${POD_NAMESPACE}"}},
@@ -184,7 +203,118 @@ const std::vector<Case> kCases = {
      .subject = "CN=web",
      .through_cert_manager = true,
      .annotations = json({{"example.com/team", "payments"}})},
+    {.name = "no_identity_at_all", .attributes = {}, .through_cert_manager = true},
+    {.name = "dns_names_without_rfc1123_checks_empty_items_kept",
+     .attributes = {{"dns-names", " bad_name!,a..b,,-x," + std::string(260, 'd')}},
+     .dns_names = {"bad_name!", "a..b", "", "-x", std::string(260, 'd')},
+     .through_cert_manager = true},
+    {.name = "common_name_longer_than_64",
+     .attributes = {{"common-name", std::string(100, 'c')}},
+     .subject = "CN=" + std::string(100, 'c'),
+     .through_cert_manager = true},
+    {.name = "subject_lists_split_without_trimming",
+     .attributes = {{"common-name", "web"},
+                    {"organizations", "a, b"},
+                    {"countries", "USA"},
+                    {"localities", "x,,y"}},
+     // " b" keeps its space (RFC 2253 prints it escaped); "" stays an item.
+     .subject = "CN=web,O=\\ b+O=a,L=y+L=x+L=,C=USA"},
+    {.name = "literal_subject_leaves_the_fields_unread",
+     .attributes = {{"literal-subject", "CN=lit"}, {"common-name", "${NOT_KNOWN}"}},
+     .subject = "CN=lit"},
+    {.name = "known_variable_without_kubelet_entry_is_empty",
+     .attributes = {{"common-name", "uid-${POD_UID}-"}},
+     .foreign_attributes = {{"csi.storage.k8s.io/pod.uid", ""}},
+     .subject = "CN=uid--"},
+    {.name = "uri_sans_as_parse_request_uri",
+     .attributes = {{"uri-sans", "/path, urn:x,SPIFFE://Host/a b"}},
+     .uris = {"/path", "urn:x", "spiffe://Host/a%20b"},
+     .through_cert_manager = true},
+    {.name = "fractional_duration",
+     .attributes = {{"common-name", "web"}, {"duration", "1.5h"}},
+     .subject = "CN=web",
+     .lifetime = 90 * 60,
+     .renews_after = 60 * 60,
+     .through_cert_manager = true,
+     .duration = "1h30m0s"},
+    {.name = "sub_second_duration",
+     .attributes = {{"common-name", "web"}, {"duration", "1500ms"}},
+     .subject = "CN=web",
+     .lifetime = 2,  // X.509 has whole seconds; the local CA rounds up
+     .renews_after = 1,
+     .through_cert_manager = true,
+     .duration = "1.5s"},
+    {.name = "renew_before_zero_renews_at_not_after",
+     .attributes = {{"common-name", "web"}, {"duration", "3h"}, {"renew-before", "0s"}},
+     .subject = "CN=web",
+     .lifetime = 3 * kHour,
+     .renews_after = 3 * kHour},
+    {.name = "renew_before_negative_renews_after_expiry",
+     .attributes = {{"common-name", "web"}, {"duration", "3h"}, {"renew-before", "-30m"}},
+     .subject = "CN=web",
+     .lifetime = 3 * kHour,
+     .renews_after = 3 * kHour + 30 * 60},
+    {.name = "pkcs12_modern_profile",
+     .attributes = {{"common-name", "web"},
+                    {"pkcs12-enable", "true"},
+                    {"pkcs12-password", "pw"},
+                    {"pkcs12-profile", "Modern2023"}},
+     .subject = "CN=web",
+     .pkcs12 = std::pair<std::string, std::string>{"keystore.p12", "pw"},
+     .pkcs12_legacy = false,
+     .through_cert_manager = true},
+    {.name = "pkcs12_holds_the_chain_not_ca_crt",
+     .attributes = {{"common-name", "web"}, {"pkcs12-enable", "true"}, {"pkcs12-password", "pw"}},
+     .subject = "CN=web",
+     .pkcs12 = std::pair<std::string, std::string>{"keystore.p12", "pw"},
+     .through_cert_manager = true,
+     .chain_with_ca = true},
 };
+
+// PEM certificates in `text`.
+size_t CountCertificates(const std::string& text) {
+  size_t count = 0;
+  for (size_t at = text.find("BEGIN CERTIFICATE"); at != std::string::npos;
+       at = text.find("BEGIN CERTIFICATE", at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The certificates `openssl pkcs12` reads back from the keystore, as PEM.
+std::string KeystoreCertificates(const std::string& path, const std::string& password,
+                                 bool legacy) {
+  std::string command = "openssl pkcs12 ";
+  command.append(legacy ? "-legacy " : "")
+      .append("-in ")
+      .append(path)
+      .append(" -passin pass:")
+      .append(password)
+      .append(" -nokeys 2>/dev/null");
+  std::string output;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char buffer[4096];
+    size_t n;
+    while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
+    pclose(pipe);
+  }
+  return output;
+}
+
+// keystore.p12 as csi-driver writes it: tls.crt's certificates (leaf and
+// intermediates), and no certificate of ca.crt that is not in tls.crt.
+void ExpectKeystore(const Case& c, const std::string& target) {
+  const std::string certificates =
+      KeystoreCertificates(target + "/" + c.pkcs12->first, c.pkcs12->second, c.pkcs12_legacy);
+  EXPECT_EQ(CountCertificates(certificates),
+            CountCertificates(Slurp(target + "/" + c.certificate_file)))
+      << certificates;
+}
 
 std::map<std::string, std::string> PodAttributes(const Case& c) {
   std::map<std::string, std::string> attributes = c.foreign_attributes;
@@ -215,6 +345,7 @@ void ExpectCertificate(const Case& c, const std::string& target, Daemon& daemon,
   EXPECT_EQ(cert.not_after - cert.not_before, c.lifetime);
   if (c.pkcs12) {
     EXPECT_TRUE(OpensPkcs12(target + "/" + c.pkcs12->first, c.pkcs12->second));
+    ExpectKeystore(c, target);
   } else {
     EXPECT_FALSE(fs::exists(target + "/keystore.p12"));
   }
@@ -265,6 +396,7 @@ TEST_P(CertManagerConformance, RequestsWhatCsiDriverWould) {
   api.PutPod("default", "web-0", "0b5c1c8e-8f5e-4c4e-9d3a-2f9a4f0e6b11");
   const std::string kubeconfig =
       WriteKubeconfig(dir.Sub("kubeconfig"), api.url(), api.server_ca_pem());
+  api.SetOmitCa(c.chain_with_ca);
   Daemon daemon(dir.Sub("node"));
   ASSERT_TRUE(daemon.Start({"--issuer=cert-manager", "--kubeconfig=" + kubeconfig}))
       << daemon.log();
@@ -291,12 +423,96 @@ TEST_P(CertManagerConformance, RequestsWhatCsiDriverWould) {
   } else {
     EXPECT_EQ(metadata["annotations"], c.annotations);
   }
-  EXPECT_EQ(VerifyChain(target + "/" + c.certificate_file, target + "/" + c.ca_file), "");
+  if (!c.chain_with_ca) {
+    EXPECT_EQ(VerifyChain(target + "/" + c.certificate_file, target + "/" + c.ca_file), "");
+  }
   EXPECT_TRUE(KeyMatchesCertificate(target + "/" + c.key_file, target + "/" + c.certificate_file));
+  // The signer copies the request's subject and SANs: what the CSR asked for.
+  InspectedCertificate cert = InspectCertificateFile(target + "/" + c.certificate_file);
+  ASSERT_TRUE(cert.parsed);
+  EXPECT_EQ(cert.subject, c.subject);
+  EXPECT_EQ(cert.dns_names, c.dns_names);
+  EXPECT_EQ(cert.ip_addresses, c.ip_addresses);
+  EXPECT_EQ(cert.uris, c.uris);
+  EXPECT_EQ(cert.key_usage_bits, c.key_usage_bits);
+  if (c.pkcs12) {
+    ExpectKeystore(c, target);
+    if (c.chain_with_ca) {
+      EXPECT_EQ(CountCertificates(Slurp(target + "/" + c.certificate_file)), 2u);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(CsiDriver, CertManagerConformance, ::testing::ValuesIn(CertManagerCases()),
                          CaseName);
+
+// Pod specs csi-driver refuses (its RequestForMetadata returns an error and
+// nothing is published), each with a word of certmount's message.
+struct Refused {
+  std::string name;
+  std::map<std::string, std::string> attributes;  // keys without csi.cert-manager.io/
+  std::string message;
+};
+void PrintTo(const Refused& r, std::ostream* out) { *out << r.name; }
+
+const std::vector<Refused> kRefused = {
+    // expand: an unknown variable, named with the known ones.
+    {"unknown_variable", {{"common-name", "${POD_IP}"}}, "undefined variable \"POD_IP\"; known"},
+    {"unknown_bare_variable", {{"dns-names", "$NODE.example"}}, "undefined variable \"NODE\""},
+    {"dollar_dollar_is_a_special_variable", {{"common-name", "a$$b"}}, "undefined variable \"$\""},
+    {"digit_is_a_special_variable", {{"uri-sans", "spiffe://x/$1"}}, "undefined variable \"1\""},
+    // validation.go boolValue.
+    {"is_ca_capitalised", {{"is-ca", "True"}}, "\"true\" or \"false\""},
+    {"is_ca_one", {{"is-ca", "1"}}, "\"true\" or \"false\""},
+    // Go's x509 requires IA5 (ASCII) dNSNames.
+    {"dns_name_not_ascii",
+     {{"dns-names",
+       "b\xc3\xbc"
+       "cher.example"}},
+     "not ASCII"},
+    // url.ParseRequestURI.
+    {"uri_relative", {{"uri-sans", "x"}}, "invalid URI for request"},
+    {"uri_empty_item", {{"uri-sans", "urn:a,"}}, "empty url"},
+    // net.ParseIP("") and cert-manager's usage names.
+    {"ip_empty_item", {{"ip-sans", "10.0.0.1,"}}, "not an IPv4 or IPv6 address"},
+    {"usage_empty_item", {{"key-usages", "server auth,"}}, "not a cert-manager key usage"},
+    // time.ParseDuration has no day unit.
+    {"duration_in_days", {{"duration", "90d"}}, "not a Go duration"},
+    // Documented difference (docs/attributes.md): csi-driver requests it and
+    // gets a certificate that is expired when issued, reissued in a loop.
+    {"duration_zero_is_a_documented_difference", {{"duration", "0s"}}, "greater than 0"},
+};
+
+class RefusedConformance : public ::testing::TestWithParam<Refused> {};
+
+TEST_P(RefusedConformance, RefusesWhatCsiDriverRefuses) {
+  CERTMOUNT_REQUIRE_ROOT();
+  TempDir dir;
+  Daemon daemon(dir.path().string());
+  ASSERT_TRUE(daemon.Start()) << daemon.log();
+  const Refused& r = GetParam();
+  std::map<std::string, std::string> attributes = {{"csi.cert-manager.io/issuer-name", "ca"}};
+  for (const auto& [key, value] : r.attributes) attributes["csi.cert-manager.io/" + key] = value;
+  const std::string target = daemon.PodTarget("pod-" + r.name);
+  csi::v1::NodePublishVolumeRequest request =
+      KubeletPublishRequest("csi-" + r.name, target, attributes);
+  csi::v1::NodePublishVolumeResponse response;
+  grpc::Status status = daemon.node().NodePublishVolume(CallContext().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << status.error_message() << "\n"
+      << daemon.log();
+  EXPECT_NE(status.error_message().find(r.message), std::string::npos) << status.error_message();
+  EXPECT_FALSE(fs::exists(target + "/tls.crt"));
+  SQLite::Database db(daemon.data_root() + "/state.db", SQLite::OPEN_READONLY);
+  SQLite::Statement rows(db, "SELECT COUNT(*) FROM volumes");
+  ASSERT_TRUE(rows.executeStep());
+  EXPECT_EQ(rows.getColumn(0).getInt(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(CsiDriver, RefusedConformance, ::testing::ValuesIn(kRefused),
+                         [](const ::testing::TestParamInfo<Refused>& info) {
+                           return info.param.name;
+                         });
 
 }  // namespace
 }  // namespace certmount::testing

@@ -106,7 +106,9 @@ Result<X509NamePtr> LiteralSubjectName(const std::string& literal) {
 Result<X509NamePtr> StructuredSubjectName(const Subject& subject) {
   X509NamePtr name(X509_NAME_new());
   if (name == nullptr) return Status::Internal(OpensslFailure("cannot allocate name"));
-  // The order Go's crypto/x509 (and so cert-manager) writes the fields in.
+  // The order Go's crypto/x509 (and so csi-driver) writes the fields in, the
+  // values of one field as one multi-valued RDN as Go's pkix.Name does (DER
+  // encoding sorts them, in OpenSSL as in Go).
   const std::pair<const char*, const std::vector<std::string>*> lists[] = {
       {"C", &subject.countries},
       {"ST", &subject.provinces},
@@ -117,8 +119,10 @@ Result<X509NamePtr> StructuredSubjectName(const Subject& subject) {
       {"OU", &subject.organizational_units},
   };
   for (const auto& [type, values] : lists) {
+    bool first = true;
     for (const std::string& value : *values) {
-      CERTMOUNT_RETURN_IF_ERROR(AddEntry(name.get(), type, value, true));
+      CERTMOUNT_RETURN_IF_ERROR(AddEntry(name.get(), type, value, first));
+      first = false;
     }
   }
   if (!subject.common_name.empty()) {
