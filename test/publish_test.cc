@@ -284,7 +284,10 @@ TEST_F(PublishTest, BadAttributesAreInvalidArgumentAndLeaveNothing) {
       {{{"key-algorithm", "DSA"}}, "key-algorithm"},
       {{{"key-algorithm", "RSA"}, {"key-size", "1024"}}, "key-size"},
       {{{"key-encoding", "PEM"}}, "key-encoding"},
-      {{{"dns-names", "bad_name!"}}, "dns-names"},
+      {{{"dns-names",
+         "b\xc3\xbc"
+         "cher.example"}},
+       "dns-names"},  // not ASCII
       {{{"ip-sans", "300.1.1.1"}}, "ip-sans"},
       {{{"common-name", "${NO_SUCH_VAR}"}}, "POD_NAME"},
       {{{"certificate-file", "../escape"}}, "certificate-file"},
