@@ -34,7 +34,9 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -323,7 +325,13 @@ int Run(int kills, unsigned seed, const std::string& root, bool cert_manager) {
   }
   for (int round = 0; round <= kills; ++round) {
     if (!daemon.Start(flags)) {
-      std::printf("round %d: certmountd did not start:\n%s\n", round, daemon.log().c_str());
+      // Its stdout too: a refusal before logging is set up lands there.
+      std::ifstream out(root + "/certmountd.out");
+      const std::string stdout_text((std::istreambuf_iterator<char>(out)),
+                                    std::istreambuf_iterator<char>());
+      std::printf("round %d: certmountd did not start (%s); stdout:\n%s\nlog:\n%s\n", round,
+                  daemon.running() ? "no socket within 30 s" : "it exited", stdout_text.c_str(),
+                  daemon.log().c_str());
       return 1;
     }
     std::set<std::string> mounted_ids;
