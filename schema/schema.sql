@@ -1,4 +1,4 @@
--- certmount node state: the full schema after all migrations (schema version 3).
+-- certmount node state: the full schema after all migrations (schema version 4).
 --
 -- This file is documentation for admins and the reference the migrations are
 -- tested against: test/migrations_test.cc applies migrations/*.sql to one empty
@@ -37,11 +37,8 @@ CREATE TABLE volumes (
   -- The group the volume's files belong to (the fs-group attribute, else
   -- kubelet's volume_mount_group); NULL: root only.
   file_group INTEGER CHECK (file_group IS NULL OR file_group BETWEEN 0 AND 4294967294),
-  -- The volume attributes from the pod spec as a JSON object of strings,
-  -- e.g. {"certmount.io/common-name":"web"}. Never holds a token or other
-  -- secret: certmountd refuses to store kubelet's service account tokens.
-  attributes TEXT NOT NULL
-    CHECK (json_valid(attributes) AND json_type(attributes) = 'object'),
+  -- (The volume attributes were a column here until migration 0004 moved
+  -- them to volume_attributes.)
   -- Name of the issuer that signs this volume's certificates.
   issuer TEXT NOT NULL DEFAULT '',
   -- 1 = published (kubelet got OK for NodePublishVolume); 0 = publish in
@@ -83,6 +80,25 @@ CREATE TABLE volumes (
 -- The renewal scheduler loads published volumes ordered by next_issuance_at.
 CREATE INDEX volumes_mounted_by_next_issuance ON volumes (next_issuance_at)
   WHERE mounted = 1;
+
+-- volume_attributes: the volume attributes of each volume (added by
+-- migration 0004, which moved them out of `volumes`). Written once, in the
+-- transaction that inserts the volume's row, and never updated: renewals
+-- change only the small `volumes` row, so large attributes are never
+-- rewritten. Deleted with the volume's row by ON DELETE CASCADE (certmountd
+-- runs with foreign_keys = ON and refuses to start without it), so the
+-- startup cleanup's one DELETE removes a volume completely.
+CREATE TABLE volume_attributes (
+  -- The volume; exactly one row per volumes row.
+  volume_id TEXT PRIMARY KEY NOT NULL
+    REFERENCES volumes (volume_id) ON DELETE CASCADE,
+  -- The volume attributes from the pod spec as a JSON object of strings,
+  -- e.g. {"csi.cert-manager.io/common-name":"web"}. Never holds a token or
+  -- other secret: certmountd refuses to store kubelet's service account
+  -- tokens.
+  attributes TEXT NOT NULL
+    CHECK (json_valid(attributes) AND json_type(attributes) = 'object')
+);
 
 -- volume_status: a read-only summary for admins. Columns:
 --   volume_id        the CSI volume id

@@ -364,8 +364,9 @@ TEST_F(StateTest, ReadsCommittedStateWhileAWriterHoldsItsTransaction) {
   SQLite::Database writer(db_path_, SQLite::OPEN_READWRITE);
   writer.exec("BEGIN IMMEDIATE");
   writer.exec(
-      "INSERT INTO volumes (volume_id, target_path, attributes, created_at, updated_at) "
-      "VALUES ('vol-uncommitted', '/t', '{}', 1, 1)");
+      "INSERT INTO volumes (volume_id, target_path, created_at, updated_at) "
+      "VALUES ('vol-uncommitted', '/t', 1, 1)");
+  writer.exec("INSERT INTO volume_attributes VALUES ('vol-uncommitted', '{}')");
   writer.exec(
       "UPDATE volumes SET renewal_attempts = 99, last_error = 'uncommitted' "
       "WHERE volume_id = 'vol-healthy'");

@@ -9,9 +9,11 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <thread>
 
+#include "state/migrations.h"
 #include "support/fake_clock.h"
 #include "support/temp_dir.h"
 
@@ -457,7 +459,7 @@ TEST_F(StoreTest, UnparsableAttributesAreDataLossNamingTheVolume) {
   ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
   {
     SQLite::Database admin(db_path_, SQLite::OPEN_READWRITE);
-    admin.exec(R"(UPDATE volumes SET attributes = '{"n": 1}' WHERE volume_id = 'v1')");
+    admin.exec(R"(UPDATE volume_attributes SET attributes = '{"n": 1}' WHERE volume_id = 'v1')");
   }
   auto got = store_->GetVolume("v1");
   EXPECT_EQ(got.status().code(), Code::kDataLoss);
@@ -505,6 +507,157 @@ TEST_F(StoreTest, ConcurrentCallersAreSerialised) {
   auto all = store_->ListVolumes();
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->size(), static_cast<size_t>(kThreads * kPerThread));
+}
+
+// Migration 0004: the volume attributes live in their own table, written
+// once with the volume's row, never rewritten by a renewal, deleted with the
+// row by the startup cleanup's one DELETE, and carried over from older files.
+
+constexpr size_t kAnnotationBytes = 1024 * 1024;
+
+// Registers `id` with an annotation of `annotation_bytes` and marks it mounted.
+void Mount(Store& store, const std::string& id, size_t annotation_bytes = 0) {
+  VolumeRecord volume = Volume(id);
+  if (annotation_bytes > 0)
+    volume.attributes["example.com/note"] = std::string(annotation_bytes, 'n');
+  ASSERT_TRUE(store.RegisterVolume(volume).ok());
+  ASSERT_TRUE(store.MarkMountedWithHistory(id, Cert("0A", 3), {"ca", 5}, /*history_limit=*/3).ok());
+}
+
+int64_t Count(const std::string& db_path, const std::string& sql) {
+  SQLite::Database admin(db_path, SQLite::OPEN_READONLY);
+  return admin.execAndGet(sql).getInt64();
+}
+
+// Pages `write` puts into the WAL of `db_path`: the WAL is emptied (TRUNCATE
+// checkpoint) before it and its frames counted after it.
+int64_t WalPagesWrittenBy(const std::string& db_path, const std::function<void()>& write) {
+  SQLite::Database admin(db_path, SQLite::OPEN_READWRITE);
+  SQLite::Statement truncate(admin, "PRAGMA wal_checkpoint(TRUNCATE)");
+  EXPECT_TRUE(truncate.executeStep());
+  EXPECT_EQ(truncate.getColumn(0).getInt(), 0) << "checkpoint was blocked";
+  truncate.reset();
+  write();
+  SQLite::Statement count(admin, "PRAGMA wal_checkpoint(PASSIVE)");
+  EXPECT_TRUE(count.executeStep());
+  return count.getColumn(1).getInt64();  // frames in the WAL
+}
+
+TEST_F(StoreTest, RenewalsDoNotRewriteLargeAttributes) {
+  Mount(*store_, "v1", kAnnotationBytes);
+  const int64_t attribute_pages = static_cast<int64_t>(kAnnotationBytes / 4096);
+
+  // Each of these changes the row's size (error set, error cleared, a longer
+  // serial), which rewrote the whole row, attributes included, while they
+  // were a column of it: about attribute_pages + 5 pages each.
+  const int64_t failure = WalPagesWrittenBy(db_path_, [&] {
+    ASSERT_TRUE(
+        store_->RecordRenewalFailureWithHistory("v1", 1, 100, "signer unavailable", {"ca", 7}, 3)
+            .ok());
+  });
+  const int64_t success = WalPagesWrittenBy(db_path_, [&] {
+    ASSERT_TRUE(
+        store_->RecordRenewalWithHistory("v1", {"0B0C0D0E", 10, 20, 30}, {"ca", 6}, 3).ok());
+  });
+  const int64_t begin = WalPagesWrittenBy(
+      db_path_, [&] { ASSERT_TRUE(store_->BeginIssuance("v1", 2, "v1-request-2").ok()); });
+  EXPECT_LE(failure, 8) << "of " << attribute_pages << " attribute pages";
+  EXPECT_LE(success, 8) << "of " << attribute_pages << " attribute pages";
+  EXPECT_LE(begin, 4) << "of " << attribute_pages << " attribute pages";
+
+  // And the attributes are intact.
+  auto got = store_->GetVolume("v1");
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->attributes.at("example.com/note").size(), kAnnotationBytes);
+  EXPECT_EQ((*got)->last_error, "");
+  EXPECT_EQ((*got)->serial, "0B0C0D0E");
+}
+
+TEST_F(StoreTest, StartupCleanupAndDeleteLeaveNoAttributeRows) {
+  Mount(*store_, "kept");
+  Mount(*store_, "stale");
+  ASSERT_TRUE(store_->RegisterVolume(Volume("in-flight")).ok());
+  ASSERT_TRUE(store_->RegisterVolume(Volume("unpublished")).ok());
+  ASSERT_EQ(Count(db_path_, "SELECT count(*) FROM volume_attributes"), 4);
+
+  ASSERT_TRUE(store_->DeleteVolume("unpublished").ok());
+  Reopen();  // as certmountd's restart
+  auto cleaned = store_->StartupCleanupProven(
+      [](const std::string& id, const std::string&) { return id == "kept"; });
+  ASSERT_TRUE(cleaned.ok()) << cleaned.status().ToString();
+  EXPECT_EQ(cleaned->deleted.size(), 2u);
+
+  EXPECT_EQ(Count(db_path_, "SELECT count(*) FROM volume_attributes"), 1);
+  EXPECT_EQ(Count(db_path_,
+                  "SELECT count(*) FROM volume_attributes WHERE volume_id NOT IN "
+                  "(SELECT volume_id FROM volumes)"),
+            0);
+  EXPECT_EQ(Count(db_path_, "SELECT count(*) FROM issuances WHERE volume_id <> 'kept'"), 0);
+}
+
+TEST_F(StoreTest, AnOrphanLeftByAHandDeleteDoesNotBlockTheId) {
+  Mount(*store_, "v1");
+  {
+    // An admin's shell: foreign keys are off there by default.
+    SQLite::Database admin(db_path_, SQLite::OPEN_READWRITE);
+    admin.exec("DELETE FROM volumes WHERE volume_id = 'v1'");
+  }
+  ASSERT_EQ(Count(db_path_, "SELECT count(*) FROM volume_attributes"), 1);
+  VolumeRecord again = Volume("v1");
+  again.attributes["csi.cert-manager.io/common-name"] = "second";
+  ASSERT_TRUE(store_->RegisterVolume(again).ok());
+  auto got = store_->GetVolume("v1");
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->attributes.at("csi.cert-manager.io/common-name"), "second");
+}
+
+TEST_F(StoreTest, AMissingAttributesRowIsDataLossNamingTheVolume) {
+  Mount(*store_, "v1");
+  {
+    SQLite::Database admin(db_path_, SQLite::OPEN_READWRITE);
+    admin.exec("DELETE FROM volume_attributes WHERE volume_id = 'v1'");
+  }
+  auto got = store_->GetVolume("v1");
+  EXPECT_EQ(got.status().code(), Code::kDataLoss);
+  EXPECT_THAT(got.status().message(), HasSubstr("v1"));
+  EXPECT_EQ(store_->ListMountedByNextIssuance().status().code(), Code::kDataLoss);
+}
+
+TEST(StoreMigrationTest, Version3RowsAreCarriedOver) {
+  testing::TempDir dir;
+  const std::string db_path = dir.Sub("state.db");
+  {
+    auto migrations = ParseMigrations(EmbeddedMigrations());
+    ASSERT_TRUE(migrations.ok());
+    ASSERT_GE(migrations->size(), 4u);
+    migrations->resize(3);
+    SQLite::Database db(db_path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    ASSERT_TRUE(ApplyMigrations(db, *migrations, db_path).ok());
+    db.exec(
+        "INSERT INTO volumes (volume_id, target_path, attributes, mounted, created_at, "
+        "mounted_at, serial, not_after, next_issuance_at, updated_at) VALUES "
+        "('old-mounted', '/t1', '{\"csi.cert-manager.io/common-name\":\"web\"}', 1, 1, 2, "
+        "'0A', 9, 5, 2), ('old-in-flight', '/t2', '{}', 0, 1, NULL, NULL, NULL, NULL, 1)");
+  }
+  testing::FakeClock clock;
+  auto store = Store::Open(db_path, clock);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_GE((*store)->schema_version(), 4);
+  auto got = (*store)->GetVolume("old-mounted");
+  ASSERT_TRUE(got.ok() && got->has_value()) << got.status().ToString();
+  EXPECT_EQ((*got)->attributes.at("csi.cert-manager.io/common-name"), "web");
+  EXPECT_EQ((*got)->serial, "0A");
+  auto listed = (*store)->ListVolumes();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), 2u);
+
+  SQLite::Database admin(db_path, SQLite::OPEN_READONLY);
+  EXPECT_EQ(admin
+                .execAndGet("SELECT count(*) FROM pragma_table_info('volumes') "
+                            "WHERE name = 'attributes'")
+                .getInt(),
+            0);
+  EXPECT_EQ(admin.execAndGet("SELECT count(*) FROM volume_status").getInt(), 2);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "issue/certificate_request_outcome.h"
 #include "issue/go_duration.h"
 #include "kube/base64.h"
 #include "kube/http_status.h"
@@ -40,16 +41,25 @@ std::string KeyOf(const std::string& namespace_, const std::string& name) {
   return namespace_ + "/" + name;
 }
 
+// `object`'s string `field`; "" when it is absent or not a string (json's
+// value() would throw on another type, and the API server's answers are
+// input, not trusted).
+std::string StringField(const json& object, const char* field) {
+  auto found = object.find(field);
+  if (found == object.end() || !found->is_string()) return "";
+  return found->get<std::string>();
+}
+
 std::string MetadataField(const json& object, const char* field) {
   auto metadata = object.find("metadata");
   if (metadata == object.end() || !metadata->is_object()) return "";
-  return metadata->value(field, "");
+  return StringField(*metadata, field);
 }
 
 std::string SpecRequest(const json& object) {
   auto spec = object.find("spec");
   if (spec == object.end() || !spec->is_object()) return "";
-  return spec->value("request", "");
+  return StringField(*spec, "request");
 }
 
 struct Condition {
@@ -66,8 +76,8 @@ std::map<std::string, Condition> ConditionsOf(const json& object) {
   if (list == status->end() || !list->is_array()) return conditions;
   for (const json& entry : *list) {
     if (!entry.is_object()) continue;
-    conditions[entry.value("type", "")] = {entry.value("status", ""), entry.value("reason", ""),
-                                           entry.value("message", "")};
+    conditions[StringField(entry, "type")] = {
+        StringField(entry, "status"), StringField(entry, "reason"), StringField(entry, "message")};
   }
   return conditions;
 }
@@ -88,10 +98,11 @@ std::vector<std::string> SplitPemCertificates(const std::string& pem) {
   return certificates;
 }
 
-// What `object` says about the request's outcome; nullopt while pending
-// (then `pending_state` describes why).
-std::optional<Result<IssuedCertificate>> OutcomeOf(const json& object, const std::string& key,
-                                                   std::string* pending_state) {
+}  // namespace
+
+std::optional<Result<IssuedCertificate>> CertificateRequestOutcome(const json& object,
+                                                                   const std::string& key,
+                                                                   std::string* pending_state) {
   std::map<std::string, Condition> conditions = ConditionsOf(object);
   const std::string what = "CertificateRequest " + key;
   if (auto it = conditions.find("InvalidRequest");
@@ -112,8 +123,8 @@ std::optional<Result<IssuedCertificate>> OutcomeOf(const json& object, const std
   std::string certificate_b64;
   std::string ca_b64;
   if (auto status = object.find("status"); status != object.end() && status->is_object()) {
-    certificate_b64 = status->value("certificate", "");
-    ca_b64 = status->value("ca", "");
+    certificate_b64 = StringField(*status, "certificate");
+    ca_b64 = StringField(*status, "ca");
   }
   if (ready != conditions.end() && ready->second.status == "True" && !certificate_b64.empty()) {
     Result<std::string> chain = kube::Base64Decode(certificate_b64);
@@ -144,6 +155,8 @@ std::optional<Result<IssuedCertificate>> OutcomeOf(const json& object, const std
   }
   return std::nullopt;
 }
+
+namespace {
 
 json RequestBody(const IssueInput& input, const std::string& csr_b64,
                  const std::string& node_label_value) {
@@ -235,7 +248,7 @@ std::string VolumeLabelOf(const json& object) {
   if (metadata == object.end() || !metadata->is_object()) return "";
   auto labels = metadata->find("labels");
   if (labels == metadata->end() || !labels->is_object()) return "";
-  return labels->value(kVolumeLabel, "");
+  return StringField(*labels, kVolumeLabel);
 }
 
 }  // namespace
@@ -307,7 +320,8 @@ void CertManagerIssuer::Offer(const std::string& key, const std::string& object_
   if (it == waiters_.end()) return;
   Waiter& waiter = *it->second;
   if (waiter.outcome.has_value() || SpecRequest(object) != waiter.expected_request) return;
-  std::optional<Result<IssuedCertificate>> outcome = OutcomeOf(object, key, &waiter.last_state);
+  std::optional<Result<IssuedCertificate>> outcome =
+      CertificateRequestOutcome(object, key, &waiter.last_state);
   if (!outcome.has_value()) return;
   waiter.outcome = std::move(outcome);
   waiter.changed.notify_all();

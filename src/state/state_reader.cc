@@ -107,9 +107,10 @@ Result<std::unique_ptr<StateReader>> StateReader::Open(const std::string& db_pat
 
 Result<std::vector<VolumeRecord>> StateReader::ListVolumes() {
   return Guarded(db_path_, "listing volumes", [&]() {
-    SQLite::Statement query(*db_, std::string(schema_version_ >= 3 ? kVolumeSelectColumns
-                                                                   : kVolumeSelectColumnsBeforeV3) +
-                                      "ORDER BY volume_id");
+    const char* columns = schema_version_ >= 4   ? kVolumeSelectColumns
+                          : schema_version_ == 3 ? kVolumeSelectColumnsBeforeV4
+                                                 : kVolumeSelectColumnsBeforeV3;
+    SQLite::Statement query(*db_, std::string(columns) + "ORDER BY volume_id");
     return CollectVolumes(query);
   });
 }

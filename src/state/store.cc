@@ -69,29 +69,32 @@ Result<std::optional<RegisteredVolume>> InsertVolume(StatementCache& sql,
 
   CachedStatement insert = sql.Get(
       "INSERT INTO volumes (volume_id, target_path, pod_namespace, pod_name, "
-      "pod_uid, service_account, attributes, issuer, mounted, created_at, "
-      "updated_at, file_group, request_name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)");
+      "pod_uid, service_account, issuer, mounted, created_at, "
+      "updated_at, file_group, request_name) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)");
   insert->bind(1, volume.volume_id);
   insert->bind(2, volume.target_path);
   insert->bind(3, volume.pod_namespace);
   insert->bind(4, volume.pod_name);
   insert->bind(5, volume.pod_uid);
   insert->bind(6, volume.service_account);
-  insert->bind(7, attributes_json);
-  insert->bind(8, volume.issuer);
+  insert->bind(7, volume.issuer);
+  insert->bind(8, now);
   insert->bind(9, now);
-  insert->bind(10, now);
   if (volume.file_group.has_value()) {
-    insert->bind(11, static_cast<int64_t>(*volume.file_group));
+    insert->bind(10, static_cast<int64_t>(*volume.file_group));
   } else {
-    insert->bind(11);
+    insert->bind(10);
   }
-  if (volume.request_name.empty()) {
-    insert->bind(12);
-  } else {
-    insert->bind(12, volume.request_name);
-  }
+  BindOptional(*insert, 11, volume.request_name);
   insert->exec();
+  // Their own row, never updated: renewals change only the volumes row.
+  // REPLACE: the volumes row is new, so a row found here is an orphan left
+  // by a hand delete without foreign keys, never another volume's.
+  CachedStatement insert_attributes =
+      sql.Get("INSERT OR REPLACE INTO volume_attributes (volume_id, attributes) VALUES (?, ?)");
+  insert_attributes->bind(1, volume.volume_id);
+  insert_attributes->bind(2, attributes_json);
+  insert_attributes->exec();
   return std::optional<RegisteredVolume>();
 }
 
@@ -228,6 +231,13 @@ Status ApplyConnectionSettings(SQLite::Database& db) {
   // lock, which serialised concurrent publishes (docs/performance.md).
   db.exec("PRAGMA synchronous = NORMAL");
   db.exec("PRAGMA foreign_keys = ON");
+  // The cascades delete a volume's attributes and history with its row, so
+  // the startup cleanup's one DELETE leaves nothing behind; a SQLite built
+  // without foreign keys ignores the pragma, and that must not go unnoticed.
+  if (db.execAndGet("PRAGMA foreign_keys").getInt() != 1) {
+    return Status::Internal("state database " + db.getFilename() +
+                            ": SQLite does not enforce foreign keys");
+  }
   // With the default automatic checkpoint (every 1000 pages), the first
   // write after the last reader of an old snapshot lets go restarts the WAL
   // and truncates it to this size (docs/state.md).

@@ -8,7 +8,15 @@
 
 namespace certmount {
 
+// LEFT JOIN: a volume whose attributes row is missing (a hand edit) reads as
+// DATA_LOSS naming it rather than vanishing from every listing.
 const char kVolumeSelectColumns[] =
+    "SELECT volume_id, target_path, pod_namespace, pod_name, pod_uid, service_account, "
+    "attributes, issuer, mounted, created_at, mounted_at, serial, not_before, not_after, "
+    "next_issuance_at, renewal_attempts, last_error, updated_at, file_group, issuance_number, "
+    "request_name FROM volumes LEFT JOIN volume_attributes USING (volume_id) ";
+
+const char kVolumeSelectColumnsBeforeV4[] =
     "SELECT volume_id, target_path, pod_namespace, pod_name, pod_uid, service_account, "
     "attributes, issuer, mounted, created_at, mounted_at, serial, not_before, not_after, "
     "next_issuance_at, renewal_attempts, last_error, updated_at, file_group, issuance_number, "

@@ -22,6 +22,10 @@ namespace certmount {
 // for a WHERE or ORDER BY clause to be appended.
 extern const char kVolumeSelectColumns[];
 
+// The same for databases at schema version 3, whose attributes were still a
+// column of volumes (read-only tools).
+extern const char kVolumeSelectColumnsBeforeV4[];
+
 // The same for databases older than schema version 3 (read-only tools):
 // without issuance_number and request_name, which VolumeFromRow then leaves
 // at their defaults.
