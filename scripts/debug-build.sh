@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Compiles the Debug configuration (-O0 -g), the one a user picks to step
-# through certmountd, with warnings as errors, in ./build-debug: certmountd,
-# certmountctl and every test binary, so code that only a Debug build sees
-# (assert()s, code under NDEBUG) keeps compiling. It does not run the tests:
+# through certmountd, with warnings as errors, in ./build-debug: the given
+# targets, or everything (the test binaries too), so code that only a Debug
+# build sees (assert()s, code under NDEBUG) keeps compiling. CI
+# (scripts/ci-extras.sh) compiles certmountd and certmountctl. Nothing runs:
 # the suite runs in RelWithDebInfo (scripts/test.sh) and the image builds
 # Release (scripts/image.sh), so CI compiles all three configurations.
 #   bash scripts/debug-build.sh [targets...]   (default: all)
