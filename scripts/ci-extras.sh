@@ -20,4 +20,5 @@ if [ "${CERTMOUNT_CI_SANITIZERS:-0}" = 1 ]; then
   step "ASan + UBSan suite" bash scripts/sanitize.sh address
   step "TSan concurrency tests" bash scripts/sanitize.sh thread
 fi
+step "Debug build (certmountd, certmountctl)" bash scripts/debug-build.sh certmountd certmountctl
 step "crash torture (${TORTURE_KILLS:=20} kills)" env TORTURE_KILLS="$TORTURE_KILLS" bash scripts/torture.sh

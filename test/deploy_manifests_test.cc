@@ -523,18 +523,57 @@ TEST_P(DeployVariant, KubeletDirIsOneSettingUsedEverywhere) {
   }
 }
 
-TEST_P(DeployVariant, DataRootOutlivesTheContainer) {
+// The data root lives under the kubelet directory, which kubelet makes a
+// shared mount on every host: Bidirectional works there even when the host's
+// "/" is private (issue 17).
+TEST_P(DeployVariant, DataRootOutlivesTheContainerOnAnyHost) {
   std::optional<std::string> data_root = ArgValue(certmountd_, "--data-root");
-  ASSERT_EQ(data_root, "/var/lib/certmount");
+  ASSERT_EQ(data_root, rendered_.kubelet_dir + "/plugins/certmount");
   std::optional<MountOf> mount = FindMount(certmountd_, *data_root);
   ASSERT_TRUE(mount.has_value());
   EXPECT_EQ(mount->mount_path, *data_root);
   YAML::Node volume = Volume(daemonset_, mount->volume);
-  EXPECT_EQ(Str(volume["hostPath"]["path"]), "/var/lib/certmount");
+  EXPECT_EQ(Str(volume["hostPath"]["path"]), *data_root);
   EXPECT_EQ(Str(volume["hostPath"]["type"]), "DirectoryOrCreate");
   EXPECT_EQ(Str(ResolveFieldPath(certmountd_,
                                  "volumeMounts.[name=" + mount->volume + "].mountPropagation")),
             "Bidirectional");
+
+  // Every propagating mount is below the kubelet directory.
+  const YAML::Node& pod = daemonset_["spec"]["template"]["spec"];
+  for (const YAML::Node& container : pod["containers"]) {
+    for (const YAML::Node& volume_mount : container["volumeMounts"]) {
+      const std::string propagation = Str(volume_mount["mountPropagation"]);
+      if (propagation.empty() || propagation == "None") continue;
+      const std::string host =
+          Str(Volume(daemonset_, Str(volume_mount["name"]))["hostPath"]["path"]);
+      EXPECT_EQ(host.rfind(rendered_.kubelet_dir + "/", 0), 0u)
+          << Str(volume_mount["name"]) << " (" << propagation << ") is at " << host;
+    }
+  }
+  // The sidecars see neither the data root (CA key, volumes) nor anything above it.
+  for (const YAML::Node* sidecar : {&registrar_, &liveness_}) {
+    for (const YAML::Node& volume_mount : (*sidecar)["volumeMounts"]) {
+      const std::string host =
+          Str(Volume(daemonset_, Str(volume_mount["name"]))["hostPath"]["path"]);
+      EXPECT_NE((*data_root + "/").rfind(host + "/", 0), 0u) << Str((*sidecar)["name"]);
+    }
+  }
+}
+
+// Nodes that ran the earlier layout keep their volumes: the legacy root is
+// handed to certmountd at its host path, without propagation (HostToContainer
+// needs a shared or slave "/", which is what the move is away from).
+TEST_P(DeployVariant, LegacyDataRootIsMountedForTheUpgrade) {
+  std::optional<std::string> legacy = ArgValue(certmountd_, "--legacy-data-root");
+  ASSERT_EQ(legacy, "/var/lib/certmount");
+  std::optional<MountOf> mount = FindMount(certmountd_, *legacy);
+  ASSERT_TRUE(mount.has_value());
+  EXPECT_EQ(mount->mount_path, *legacy);
+  EXPECT_EQ(Str(Volume(daemonset_, mount->volume)["hostPath"]["path"]), *legacy);
+  const std::string propagation = Str(
+      ResolveFieldPath(certmountd_, "volumeMounts.[name=" + mount->volume + "].mountPropagation"));
+  EXPECT_TRUE(propagation.empty() || propagation == "None") << propagation;
 }
 
 TEST_P(DeployVariant, PodSpecHardening) {

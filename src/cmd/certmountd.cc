@@ -37,6 +37,7 @@
 #include "state/data_root_lock.h"
 #include "state/store.h"
 #include "volume/env.h"
+#include "volume/legacy_data_root.h"
 #include "volume/publisher.h"
 
 namespace certmount {
@@ -50,6 +51,7 @@ struct Flags {
   std::string node_id;
   std::string driver_name = "csi.certmount.io";
   std::string data_root = "/var/lib/certmount";
+  std::string legacy_data_root;  // empty: no earlier data root to move from
   std::string target_root = "/var/lib/kubelet/pods";
   std::string log_level = "info";
   std::string log_format = "text";
@@ -236,6 +238,23 @@ int Run(const Flags& flags) {
     spdlog::error("{}", lock.status().message());
     return kExitFailure;
   }
+  LegacyMigration legacy;  // holds the legacy root's lock for as long as certmountd runs
+  if (!flags.legacy_data_root.empty() && flags.legacy_data_root != flags.data_root) {
+    Result<LegacyMigration> moved =
+        MigrateLegacyDataRoot(flags.data_root, flags.legacy_data_root, env);
+    if (!moved.ok()) {
+      spdlog::error("{}", moved.status().ToString());
+      return kExitFailure;
+    }
+    legacy = std::move(*moved);
+    if (legacy.migrated) {
+      spdlog::warn(
+          "moved node state from {} to {}: state.db copied, {} CA files copied, volumes "
+          "tmpfs {}",
+          flags.legacy_data_root, flags.data_root, legacy.ca_files_copied,
+          legacy.volumes_bound ? "bound at the new place" : "not mounted (none to keep)");
+    }
+  }
   Result<std::unique_ptr<Store>> store = Store::Open(flags.data_root + "/state.db", clock);
   if (!store.ok()) {
     spdlog::error("cannot open node state: {}", store.status().ToString());
@@ -411,6 +430,9 @@ int main(int argc, char** argv) {
   app.add_option("--driver-name", flags.driver_name, "CSI driver name")->capture_default_str();
   app.add_option("--data-root", flags.data_root, "node state and volume files")
       ->capture_default_str();
+  app.add_option("--legacy-data-root", flags.legacy_data_root,
+                 "an earlier data root (e.g. /var/lib/certmount) whose state and volumes move "
+                 "to --data-root when that has no state.db yet (docs/kubernetes.md, Upgrades)");
   app.add_option("--target-root", flags.target_root,
                  "publish targets must be below this directory (kubelet's pods directory)")
       ->capture_default_str();
