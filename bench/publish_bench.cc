@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/env.h"
 #include "issue/attributes.h"
 #include "issue/csr.h"
 #include "issue/local_ca.h"
@@ -52,7 +53,6 @@
 #include "support/daemon.h"
 #include "support/temp_dir.h"
 #include "volume/atomic_writer.h"
-#include "volume/env.h"
 #include "volume/mount.h"
 #include "volume/paths.h"
 #include "volume/publisher.h"

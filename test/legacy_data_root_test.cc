@@ -12,13 +12,13 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/env.h"
 #include "support/daemon.h"
 #include "support/fault_env.h"
 #include "support/mounts.h"
 #include "support/root.h"
 #include "support/temp_dir.h"
 #include "support/x509_inspect.h"
-#include "volume/env.h"
 #include "volume/legacy_data_root.h"
 #include "volume/mountinfo.h"
 

@@ -11,13 +11,13 @@
 #include <sstream>
 
 #include "common/clock.h"
+#include "common/env.h"
 #include "issue/local_ca.h"
 #include "state/store.h"
 #include "support/mounts.h"
 #include "support/root.h"
 #include "support/temp_dir.h"
 #include "volume/atomic_writer.h"
-#include "volume/env.h"
 #include "volume/mount.h"
 #include "volume/publisher.h"
 #include "volume/volume_layout.h"

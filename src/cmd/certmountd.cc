@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/logging.h"
 #include "csi/endpoint.h"
 #include "csi/identity_service.h"
@@ -36,7 +37,6 @@
 #include "renew/volume_health.h"
 #include "state/data_root_lock.h"
 #include "state/store.h"
-#include "volume/env.h"
 #include "volume/legacy_data_root.h"
 #include "volume/publisher.h"
 

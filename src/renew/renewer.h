@@ -8,11 +8,11 @@
 #include <string>
 
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/status.h"
 #include "issue/issuer.h"
 #include "state/store.h"
 #include "state/volume_record.h"
-#include "volume/env.h"
 #include "volume/service_account_tokens.h"
 
 namespace certmount {

@@ -8,9 +8,9 @@
 #include <string>
 
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/status.h"
 #include "state/store.h"
-#include "volume/env.h"
 
 namespace certmount {
 

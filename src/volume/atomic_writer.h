@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "common/env.h"
 #include "common/status.h"
-#include "volume/env.h"
 
 namespace certmount {
 

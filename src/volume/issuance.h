@@ -9,12 +9,12 @@
 #include <stop_token>
 #include <string>
 
+#include "common/env.h"
 #include "common/status.h"
 #include "issue/issuer.h"
 #include "issue/request.h"
 #include "state/volume_record.h"
 #include "volume/atomic_writer.h"
-#include "volume/env.h"
 #include "volume/volume_layout.h"
 
 namespace certmount {

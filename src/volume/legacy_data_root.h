@@ -22,9 +22,9 @@
 #include <memory>
 #include <string>
 
+#include "common/env.h"
 #include "common/status.h"
 #include "state/data_root_lock.h"
-#include "volume/env.h"
 
 namespace certmount {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/env.h"
 #include "common/status.h"
-#include "volume/env.h"
 #include "volume/mountinfo.h"
 
 namespace certmount {

@@ -3,7 +3,7 @@
 #include <charconv>
 #include <set>
 
-#include "volume/env.h"
+#include "common/env.h"
 
 namespace certmount {
 namespace {

@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/env.h"
 #include "common/status.h"
-#include "volume/env.h"
 
 namespace certmount {
 

@@ -16,11 +16,11 @@
 #include <string>
 
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/status.h"
 #include "issue/issuer.h"
 #include "issue/request.h"
 #include "state/store.h"
-#include "volume/env.h"
 #include "volume/mount.h"
 #include "volume/service_account_tokens.h"
 

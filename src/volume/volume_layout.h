@@ -11,9 +11,9 @@
 #include <map>
 #include <string>
 
+#include "common/env.h"
 #include "common/status.h"
 #include "state/volume_record.h"
-#include "volume/env.h"
 
 namespace certmount {
 

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <string>
 
-#include "volume/env.h"
+#include "common/env.h"
 
 namespace certmount::testing {
 

@@ -1,7 +1,6 @@
-// The filesystem and mount syscalls of the volume layer, behind a seam
-// (LevelDB style) so tests can inject faults such as ENOSPC on the third write
-// without a full disk. Production code uses Env::Default(); nothing in
-// src/volume/ calls these syscalls directly.
+// The filesystem and mount syscalls, behind one seam at the bottom of the
+// layers (LevelDB style) so tests can inject faults such as ENOSPC on the
+// third write without a full disk. Production code uses Env::Default().
 #pragma once
 
 #include <sys/types.h>

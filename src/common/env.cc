@@ -1,4 +1,4 @@
-#include "volume/env.h"
+#include "common/env.h"
 
 #include <dirent.h>
 #include <fcntl.h>
