@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,6 +34,7 @@ Status ErrnoStatus(int error_number, std::string_view operation, std::string_vie
     case EINVAL:
       return Status::InvalidArgument(std::move(message));
     case EBUSY:
+    case EAGAIN:  // also EWOULDBLOCK
       return Status::Unavailable(std::move(message));
     case EROFS:
     case ENOTDIR:
@@ -45,8 +47,6 @@ Status ErrnoStatus(int error_number, std::string_view operation, std::string_vie
 
 namespace {
 
-// Owns a file descriptor; close errors on the success path are checked by
-// Close(), the destructor only covers early returns.
 // ENOSYS from the new mount API means a kernel without it (open_tree and
 // move_mount came in 5.2, mount_setattr in 5.12): UNIMPLEMENTED, so the
 // caller can fall back. Anything else maps as ErrnoStatus says.
@@ -56,6 +56,8 @@ Status NewMountApiStatus(int error_number, std::string_view operation, std::stri
   return status;
 }
 
+// Owns a file descriptor; close errors on the success path are checked by
+// Close(), the destructor only covers early returns.
 class UniqueFd {
  public:
   explicit UniqueFd(int fd) : fd_(fd) {}
@@ -96,8 +98,30 @@ FileStat ToFileStat(const struct stat& st) {
   result.uid = st.st_uid;
   result.gid = st.st_gid;
   result.device = st.st_dev;
+  result.size = static_cast<int64_t>(st.st_size);
   return result;
 }
+
+Status WriteAll(int fd, std::string_view contents, const std::string& path) {
+  while (!contents.empty()) {
+    ssize_t written = ::write(fd, contents.data(), contents.size());
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, "write", path);
+    }
+    contents.remove_prefix(static_cast<size_t>(written));
+  }
+  return Status::Ok();
+}
+
+class PosixFileLock final : public FileLock {
+ public:
+  explicit PosixFileLock(int fd) : fd_(fd) {}
+  int fd() const { return fd_.get(); }
+
+ private:
+  UniqueFd fd_;  // closing it releases the flock
+};
 
 // fchown (group only) then fchmod, in that order because chown clears the
 // set-id bits a mode may carry.
@@ -191,17 +215,32 @@ class PosixEnv final : public Env {
     UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!fd.valid()) return ErrnoStatus(errno, "open", path);
     CERTMOUNT_RETURN_IF_ERROR(ApplyPermissions(fd.get(), path, mode, gid));
-    while (!contents.empty()) {
-      ssize_t written = ::write(fd.get(), contents.data(), contents.size());
-      if (written < 0) {
-        if (errno == EINTR) continue;
-        return ErrnoStatus(errno, "write", path);
-      }
-      contents.remove_prefix(static_cast<size_t>(written));
-    }
+    CERTMOUNT_RETURN_IF_ERROR(WriteAll(fd.get(), contents, path));
     if (::fsync(fd.get()) != 0) return ErrnoStatus(errno, "fsync", path);
     if (!fd.Close()) return ErrnoStatus(errno, "close", path);
     return Status::Ok();
+  }
+
+  Status EnsureFile(const std::string& path, mode_t mode) override {
+    // Created 0600 (narrowed further by the umask) and set to `mode` below.
+    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!fd.valid()) return ErrnoStatus(errno, "open", path);
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, "fstat", path);
+    if (!S_ISREG(st.st_mode)) return Status::FailedPrecondition(path + " is not a regular file");
+    if ((st.st_mode & 07777) == mode) return Status::Ok();
+    return ApplyPermissions(fd.get(), path, mode, std::nullopt);
+  }
+
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path,
+                                             std::string_view contents) override {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return ErrnoStatus(errno, "open", path);
+    auto lock = std::make_unique<PosixFileLock>(fd);
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) return ErrnoStatus(errno, "flock", path);
+    if (::ftruncate(fd, 0) != 0) return ErrnoStatus(errno, "ftruncate", path);
+    CERTMOUNT_RETURN_IF_ERROR(WriteAll(fd, contents, path));
+    return std::unique_ptr<FileLock>(std::move(lock));
   }
 
   Result<std::string> ReadFile(const std::string& path) override {
@@ -362,6 +401,38 @@ Status Env::CreateDirectories(const std::string& path, mode_t mode) {
     return Status::FailedPrecondition(path + " exists and is not a directory");
   }
   return Status::Ok();
+}
+
+Status Env::ReplaceFile(const std::string& path, std::string_view contents, mode_t mode) {
+  const std::string temp_path = path + ".tmp";
+  Status removed = Remove(temp_path);
+  if (!removed.ok() && removed.code() != Code::kNotFound) return removed;
+  Status replaced = WriteNewFile(temp_path, contents, mode, std::nullopt);
+  if (replaced.ok()) replaced = Rename(temp_path, path);
+  if (!replaced.ok()) {
+    (void)Remove(temp_path);  // best effort; NOT_FOUND when it was never created
+    return replaced;
+  }
+  const size_t slash = path.find_last_of('/');
+  return SyncDir(slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash));
+}
+
+Result<int64_t> Env::RegularFileBytesUnder(const std::string& dir) {
+  CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectory(dir));
+  int64_t total = 0;
+  for (const std::string& name : names) {
+    const std::string child = dir + "/" + name;
+    Result<FileStat> stat = LStat(child);
+    if (!stat.ok() && stat.status().code() == Code::kNotFound) continue;
+    if (!stat.ok()) return stat.status();
+    if (stat->type == FileStat::Type::kRegular) total += stat->size;
+    if (stat->type != FileStat::Type::kDirectory) continue;
+    Result<int64_t> below = RegularFileBytesUnder(child);
+    if (!below.ok() && below.status().code() == Code::kNotFound) continue;
+    if (!below.ok()) return below.status();
+    total += *below;
+  }
+  return total;
 }
 
 }  // namespace certmount

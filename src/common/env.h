@@ -5,6 +5,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,7 +20,8 @@ namespace certmount {
 // operation, the path, and the errno ("rename(/a -> /b): No space left on
 // device (ENOSPC)"). The code follows the errno: ENOENT -> NOT_FOUND,
 // EEXIST/ENOTEMPTY -> ALREADY_EXISTS, ENOSPC/EDQUOT/ENOMEM -> RESOURCE_EXHAUSTED,
-// EINVAL -> INVALID_ARGUMENT, EBUSY -> UNAVAILABLE (retry later),
+// EINVAL -> INVALID_ARGUMENT, EBUSY/EAGAIN(=EWOULDBLOCK) -> UNAVAILABLE (retry
+// later),
 // EROFS/ENOTDIR/ELOOP -> FAILED_PRECONDITION, anything else -> INTERNAL.
 // Callers rely on this mapping (e.g. Unmount treats EINVAL as "not mounted"),
 // and fault-injecting test Envs build their errors with it too.
@@ -32,6 +35,14 @@ struct FileStat {
   uid_t uid = 0;
   gid_t gid = 0;
   dev_t device = 0;
+  int64_t size = 0;  // bytes; meaningful for regular files
+};
+
+// An advisory lock on a file, held until this handle is destroyed or the
+// process dies, however it dies. Env::LockFile is the way to get one.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
 };
 
 class Env {
@@ -50,6 +61,20 @@ class Env {
   // fsyncs it before returning.
   virtual Status WriteNewFile(const std::string& path, std::string_view contents, mode_t mode,
                               std::optional<gid_t> gid) = 0;
+  // Makes `path` a regular file with exactly `mode`: when missing it is
+  // created empty, never more open than `mode` even for a moment (umask does
+  // not apply); when present it keeps its contents and gets `mode`. Never
+  // follows a symlink: a symlink or any other non-regular file at `path` is
+  // FAILED_PRECONDITION.
+  virtual Status EnsureFile(const std::string& path, mode_t mode) = 0;
+  // Opens `path` (creating it 0600 when missing, never following a symlink)
+  // and takes an exclusive, non-blocking flock(2) on it; once held, replaces
+  // the file's contents with `contents` (e.g. the holder's pid, so whoever
+  // finds the lock taken can name the holder). UNAVAILABLE when another open
+  // file holds the lock, one in this process included. The lock lasts as long
+  // as the returned handle.
+  virtual Result<std::unique_ptr<FileLock>> LockFile(const std::string& path,
+                                                     std::string_view contents) = 0;
   // Reads a whole file; works for /proc files whose size reads as 0.
   virtual Result<std::string> ReadFile(const std::string& path) = 0;
   // fsyncs a directory so renames and creations inside it are durable.
@@ -96,6 +121,21 @@ class Env {
   // (FAILED_PRECONDITION otherwise, including when it is a symlink).
   Status CreateDirectories(const std::string& path, mode_t mode);
 
+  // Replaces `path` with a file holding exactly `contents` and `mode` such
+  // that readers see the old file or the whole new one, also after a crash:
+  // WriteNewFile(`path`.tmp) (synced), Rename over `path`, SyncDir of the
+  // parent, each through the virtual calls so wrappers see every step. A
+  // stale `path`.tmp left by a crash is removed first. When a step before
+  // the rename fails, the temp file is removed and `path` is untouched; when
+  // the final SyncDir fails, `path` is whole but may not survive a crash.
+  // Not for concurrent writers of one path.
+  Status ReplaceFile(const std::string& path, std::string_view contents, mode_t mode);
+
+  // The total size of the regular files below the directory `dir`, walked
+  // with ListDirectory and LStat without following symlinks. Entries that
+  // vanish during the walk are skipped; NOT_FOUND if `dir` does not exist.
+  Result<int64_t> RegularFileBytesUnder(const std::string& dir);
+
   // The real filesystem; process-wide.
   static Env* Default();
 };
@@ -116,6 +156,13 @@ class EnvWrapper : public Env {
   Status WriteNewFile(const std::string& path, std::string_view contents, mode_t mode,
                       std::optional<gid_t> gid) override {
     return target_->WriteNewFile(path, contents, mode, gid);
+  }
+  Status EnsureFile(const std::string& path, mode_t mode) override {
+    return target_->EnsureFile(path, mode);
+  }
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path,
+                                             std::string_view contents) override {
+    return target_->LockFile(path, contents);
   }
   Result<std::string> ReadFile(const std::string& path) override { return target_->ReadFile(path); }
   Status SyncDir(const std::string& path) override { return target_->SyncDir(path); }

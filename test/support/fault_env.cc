@@ -66,6 +66,17 @@ Status FaultInjectionEnv::WriteNewFile(const std::string& path, std::string_view
   return EnvWrapper::WriteNewFile(path, contents, mode, gid);
 }
 
+Status FaultInjectionEnv::EnsureFile(const std::string& path, mode_t mode) {
+  CERTMOUNT_RETURN_IF_ERROR(Check("EnsureFile", path));
+  return EnvWrapper::EnsureFile(path, mode);
+}
+
+Result<std::unique_ptr<FileLock>> FaultInjectionEnv::LockFile(const std::string& path,
+                                                              std::string_view contents) {
+  CERTMOUNT_RETURN_IF_ERROR(Check("LockFile", path));
+  return EnvWrapper::LockFile(path, contents);
+}
+
 Status FaultInjectionEnv::SyncDir(const std::string& path) {
   CERTMOUNT_RETURN_IF_ERROR(Check("SyncDir", path));
   return EnvWrapper::SyncDir(path);

@@ -16,7 +16,8 @@ class FaultInjectionEnv : public EnvWrapper {
   FaultInjectionEnv() : EnvWrapper(Env::Default()) {}
 
   // The `nth` call (1-based, counted from now) of `operation` ("CreateDir",
-  // "WriteNewFile", "SyncDir", "Rename", "Symlink", "Mount", "MountReadOnlyBind") fails with
+  // "WriteNewFile", "EnsureFile", "LockFile", "SyncDir", "Rename", "Symlink", "Mount",
+  // "MountReadOnlyBind") fails with
   // `error_number`; every other call goes to the real filesystem.
   void FailNth(std::string operation, int nth, int error_number);
   int calls(const std::string& operation) const;
@@ -31,6 +32,9 @@ class FaultInjectionEnv : public EnvWrapper {
   Status CreateDir(const std::string& path, mode_t mode, std::optional<gid_t> gid) override;
   Status WriteNewFile(const std::string& path, std::string_view contents, mode_t mode,
                       std::optional<gid_t> gid) override;
+  Status EnsureFile(const std::string& path, mode_t mode) override;
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path,
+                                             std::string_view contents) override;
   Status SyncDir(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;
   Status Symlink(const std::string& target, const std::string& link_path) override;
