@@ -233,7 +233,8 @@ int Run(const Flags& flags) {
     return kExitFailure;
   }
 
-  Result<std::unique_ptr<DataRootLock>> lock = DataRootLock::Acquire(flags.data_root);
+  Result<std::unique_ptr<DataRootLock>> lock =
+      DataRootLock::Acquire(flags.data_root, Env::Default());
   if (!lock.ok()) {
     spdlog::error("{}", lock.status().message());
     return kExitFailure;

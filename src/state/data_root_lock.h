@@ -7,26 +7,25 @@
 #include <memory>
 #include <string>
 
+#include "common/env.h"
 #include "common/status.h"
 
 namespace certmount {
 
 class DataRootLock {
  public:
-  // Takes an exclusive flock on <data_root>/certmountd.lock, creating it
-  // (0600) and writing this process's pid into it. FAILED_PRECONDITION naming
-  // the holder's pid when another process holds it. The lock is released
-  // when the object is destroyed or the process dies, however it dies.
-  static Result<std::unique_ptr<DataRootLock>> Acquire(const std::string& data_root);
+  // Takes the lock on <data_root>/certmountd.lock through env->LockFile,
+  // writing this process's pid into it. FAILED_PRECONDITION naming the
+  // holder's pid when another process (or another DataRootLock) holds it;
+  // any other failure as LockFile reports it. The lock is released when the
+  // object is destroyed or the process dies, however it dies.
+  static Result<std::unique_ptr<DataRootLock>> Acquire(const std::string& data_root, Env* env);
 
-  // Owns `fd`, an open lock file; Acquire is the way to get one.
-  explicit DataRootLock(int fd) : fd_(fd) {}
-  ~DataRootLock();
-  DataRootLock(const DataRootLock&) = delete;
-  DataRootLock& operator=(const DataRootLock&) = delete;
+  // Holds `lock`; Acquire is the way to get one.
+  explicit DataRootLock(std::unique_ptr<FileLock> lock) : lock_(std::move(lock)) {}
 
  private:
-  int fd_;
+  std::unique_ptr<FileLock> lock_;
 };
 
 }  // namespace certmount

@@ -3,15 +3,16 @@
 
 #include <string>
 
+#include "common/env.h"
 #include "common/status.h"
 
 namespace certmount {
 
 // Creates `path` as an empty regular file with mode 0600 if it does not exist
 // (before SQLite opens it, so it is never readable by others even briefly),
-// narrows an existing file's mode to 0600, and verifies the result.
-// INTERNAL if the file cannot be created, is not a regular file, or keeps
-// group/other permission bits.
-Status EnsurePrivateFile(const std::string& path);
+// narrows an existing file's mode to 0600, and verifies the result, all
+// through `env` (EnsureFile, then LStat). Errors are env's, naming the state
+// database; INTERNAL when the file does not keep mode 0600.
+Status EnsurePrivateFile(const std::string& path, Env* env);
 
 }  // namespace certmount

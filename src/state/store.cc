@@ -274,7 +274,7 @@ Store::~Store() = default;
 Result<std::unique_ptr<Store>> Store::Open(const std::string& db_path, const Clock& clock) {
   CERTMOUNT_ASSIGN_OR_RETURN(std::vector<Migration> migrations,
                              ParseMigrations(EmbeddedMigrations()));
-  CERTMOUNT_RETURN_IF_ERROR(EnsurePrivateFile(db_path));
+  CERTMOUNT_RETURN_IF_ERROR(EnsurePrivateFile(db_path, Env::Default()));
   return Guarded(db_path, "opening", [&]() -> Result<std::unique_ptr<Store>> {
     auto db = std::make_unique<SQLite::Database>(
         db_path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX,

@@ -114,7 +114,7 @@ Result<LegacyMigration> MigrateLegacyDataRoot(const std::string& data_root,
                                               const std::string& legacy_root, Env* env) {
   LegacyMigration migration;
   if (!Exists(env, legacy_root + "/state.db")) return migration;
-  Result<std::unique_ptr<DataRootLock>> lock = DataRootLock::Acquire(legacy_root);
+  Result<std::unique_ptr<DataRootLock>> lock = DataRootLock::Acquire(legacy_root, env);
   if (!lock.ok()) return lock.status().WithContext("--legacy-data-root");
   migration.legacy_lock = std::move(*lock);
   // Migrated before, or fresh: the lock is all there is to do.
