@@ -326,7 +326,7 @@ struct FloorWorld {
 
 void OpenFloorWorld(FloorWorld& world) {
   const certmount::Clock& clock = SystemClock::Instance();
-  world.ca = Take(LocalCa::LoadOrCreate(world.dir.Sub("ca"), clock), "floor CA");
+  world.ca = Take(LocalCa::LoadOrCreate(world.dir.Sub("ca"), clock, Env::Default()), "floor CA");
   world.store = Take(Store::Open(world.dir.Sub("state.db"), clock), "floor store");
   world.volumes_root = VolumesRoot(world.dir.path().string());
   Check(MountTmpfsIfNeeded(world.volumes_root, Env::Default()), "floor tmpfs");
@@ -458,7 +458,8 @@ void OpenInprocWorld(InprocWorld& world) {
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
   const certmount::Clock& clock = SystemClock::Instance();
-  world.ca = Take(LocalCa::LoadOrCreate(world.dir.Sub("data/ca"), clock), "inproc CA");
+  world.ca =
+      Take(LocalCa::LoadOrCreate(world.dir.Sub("data/ca"), clock, Env::Default()), "inproc CA");
   world.store = Take(Store::Open(world.dir.Sub("data/state.db"), clock), "inproc store");
   std::filesystem::create_directories(world.dir.Sub("pods"));
   PublisherOptions options;

@@ -7,6 +7,8 @@
 #include <openssl/pem.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -20,12 +22,14 @@
 #include "issue/openssl_ptr.h"
 #include "issue/private_key.h"
 #include "support/fake_clock.h"
+#include "support/fault_env.h"
 #include "support/temp_dir.h"
 
 namespace certmount {
 namespace {
 
 using ::certmount::testing::FakeClock;
+using ::certmount::testing::FaultInjectionEnv;
 using ::certmount::testing::TempDir;
 using namespace std::chrono_literals;
 
@@ -102,7 +106,8 @@ std::vector<std::string> CertSans(X509* cert) {
 class LocalCaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    Result<std::unique_ptr<LocalCa>> ca = LocalCa::LoadOrCreate(dir_.Sub("ca"), clock_);
+    Result<std::unique_ptr<LocalCa>> ca =
+        LocalCa::LoadOrCreate(dir_.Sub("ca"), clock_, Env::Default());
     ASSERT_TRUE(ca.ok()) << ca.status().ToString();
     ca_ = std::move(*ca);
     spec_.subject.common_name = "web";
@@ -161,7 +166,7 @@ TEST_F(LocalCaTest, LoadOrCreateWritesPrivateFilesAndReusesThem) {
 
   // A restart (later, with a different clock) loads the same CA.
   clock_.Advance(48h);
-  Result<std::unique_ptr<LocalCa>> again = LocalCa::LoadOrCreate(dir, clock_);
+  Result<std::unique_ptr<LocalCa>> again = LocalCa::LoadOrCreate(dir, clock_, Env::Default());
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ((*again)->certificate_pem(), ca_->certificate_pem());
   Result<IssuedCertificate> issued = Issue(**again, Csr());
@@ -173,7 +178,7 @@ TEST_F(LocalCaTest, LoadOrCreateWritesPrivateFilesAndReusesThem) {
 TEST_F(LocalCaTest, LoadOrCreateRefusesCertificateWithoutKey) {
   const std::string dir = dir_.Sub("ca");
   std::filesystem::remove(dir + "/ca.key");
-  Result<std::unique_ptr<LocalCa>> ca = LocalCa::LoadOrCreate(dir, clock_);
+  Result<std::unique_ptr<LocalCa>> ca = LocalCa::LoadOrCreate(dir, clock_, Env::Default());
   ASSERT_FALSE(ca.ok());
   EXPECT_EQ(ca.status().code(), Code::kFailedPrecondition);
   EXPECT_NE(ca.status().message().find("ca.key"), std::string::npos);
@@ -182,10 +187,49 @@ TEST_F(LocalCaTest, LoadOrCreateRefusesCertificateWithoutKey) {
 TEST_F(LocalCaTest, LoadOrCreateReplacesOrphanKey) {
   const std::string dir = dir_.Sub("ca");
   std::filesystem::remove(dir + "/ca.crt");
-  Result<std::unique_ptr<LocalCa>> ca = LocalCa::LoadOrCreate(dir, clock_);
+  Result<std::unique_ptr<LocalCa>> ca = LocalCa::LoadOrCreate(dir, clock_, Env::Default());
   ASSERT_TRUE(ca.ok()) << ca.status().ToString();
   EXPECT_NE((*ca)->certificate_pem(), ca_->certificate_pem());
   EXPECT_TRUE(std::filesystem::exists(dir + "/ca.crt"));
+}
+
+// The disk fills up at each file-system step of creating the CA in turn: the
+// error says so (RESOURCE_EXHAUSTED, not INTERNAL), no temp file is left, any
+// ca.crt left is a whole CA with its key, and the next start succeeds.
+TEST_F(LocalCaTest, CreationFailingAtEachStepLeavesNoHalfCa) {
+  struct Step {
+    const char* operation;
+    int nth;  // for the files: 1 is ca.key, 2 is ca.crt; 0: the CA directory
+  };
+  const Step steps[] = {{"CreateDir", 0},    {"WriteNewFile", 1}, {"Rename", 1}, {"SyncDir", 1},
+                        {"WriteNewFile", 2}, {"Rename", 2},       {"SyncDir", 2}};
+  int n = 0;
+  for (const Step& step : steps) {
+    const std::string dir = dir_.Sub("failing-ca-" + std::to_string(++n));
+    // CreateDirectories tries each component of the path; the last is the CA's.
+    const int nth =
+        step.nth > 0 ? step.nth : static_cast<int>(std::count(dir.begin(), dir.end(), '/'));
+    SCOPED_TRACE(std::string(step.operation) + " #" + std::to_string(nth));
+    FaultInjectionEnv env;
+    env.FailNth(step.operation, nth, ENOSPC);
+    Result<std::unique_ptr<LocalCa>> ca = LocalCa::LoadOrCreate(dir, clock_, &env);
+    ASSERT_FALSE(ca.ok());
+    EXPECT_EQ(ca.status().code(), Code::kResourceExhausted) << ca.status().ToString();
+    EXPECT_NE(ca.status().message().find("ENOSPC"), std::string::npos) << ca.status().ToString();
+    EXPECT_EQ(env.calls(step.operation), nth);
+
+    std::error_code ignored;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ignored)) {
+      EXPECT_TRUE(entry.path().filename() == "ca.key" || entry.path().filename() == "ca.crt")
+          << "leftover " << entry.path();
+    }
+    if (std::filesystem::exists(dir + "/ca.crt")) {
+      EXPECT_TRUE(
+          LocalCa::FromFiles(dir + "/ca.crt", dir + "/ca.key", clock_, Env::Default()).ok());
+    }
+    Result<std::unique_ptr<LocalCa>> restarted = LocalCa::LoadOrCreate(dir, clock_, Env::Default());
+    EXPECT_TRUE(restarted.ok()) << restarted.status().ToString();
+  }
 }
 
 TEST_F(LocalCaTest, FromFilesChecksKeyAndCaFlag) {
@@ -196,7 +240,8 @@ TEST_F(LocalCaTest, FromFilesChecksKeyAndCaFlag) {
   const std::string key_path = dir_.Sub("second.key");
   WriteAll(cert_path, first->certificate_pem);
   WriteAll(key_path, second->private_key_pem);
-  Result<std::unique_ptr<LocalCa>> mismatched = LocalCa::FromFiles(cert_path, key_path, clock_);
+  Result<std::unique_ptr<LocalCa>> mismatched =
+      LocalCa::FromFiles(cert_path, key_path, clock_, Env::Default());
   ASSERT_FALSE(mismatched.ok());
   EXPECT_EQ(mismatched.status().code(), Code::kFailedPrecondition);
   EXPECT_NE(mismatched.status().message().find(key_path), std::string::npos);
@@ -210,20 +255,21 @@ TEST_F(LocalCaTest, FromFilesChecksKeyAndCaFlag) {
   WriteAll(leaf_cert_path, leaf->certificate_chain_pem);
   WriteAll(leaf_key_path, *leaf_key->ToPem(KeyEncoding::kPkcs1));
   Result<std::unique_ptr<LocalCa>> not_ca =
-      LocalCa::FromFiles(leaf_cert_path, leaf_key_path, clock_);
+      LocalCa::FromFiles(leaf_cert_path, leaf_key_path, clock_, Env::Default());
   ASSERT_FALSE(not_ca.ok());
   EXPECT_EQ(not_ca.status().code(), Code::kFailedPrecondition);
   EXPECT_NE(not_ca.status().message().find(leaf_cert_path), std::string::npos);
 
   const std::string garbage_path = dir_.Sub("garbage.crt");
   WriteAll(garbage_path, "not a certificate");
-  Result<std::unique_ptr<LocalCa>> garbage = LocalCa::FromFiles(garbage_path, key_path, clock_);
+  Result<std::unique_ptr<LocalCa>> garbage =
+      LocalCa::FromFiles(garbage_path, key_path, clock_, Env::Default());
   ASSERT_FALSE(garbage.ok());
   EXPECT_EQ(garbage.status().code(), Code::kInvalidArgument);
   EXPECT_NE(garbage.status().message().find(garbage_path), std::string::npos);
 
   Result<std::unique_ptr<LocalCa>> missing =
-      LocalCa::FromFiles(dir_.Sub("missing.crt"), key_path, clock_);
+      LocalCa::FromFiles(dir_.Sub("missing.crt"), key_path, clock_, Env::Default());
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), Code::kFailedPrecondition);
   EXPECT_NE(missing.status().message().find("missing.crt"), std::string::npos);
@@ -388,7 +434,7 @@ TEST_F(LocalCaTest, DurationIsCappedAtCaExpiry) {
   WriteAll(dir_.Sub("short.crt"), material->certificate_pem);
   WriteAll(dir_.Sub("short.key"), material->private_key_pem);
   Result<std::unique_ptr<LocalCa>> short_ca =
-      LocalCa::FromFiles(dir_.Sub("short.crt"), dir_.Sub("short.key"), clock_);
+      LocalCa::FromFiles(dir_.Sub("short.crt"), dir_.Sub("short.key"), clock_, Env::Default());
   ASSERT_TRUE(short_ca.ok()) << short_ca.status().ToString();
   const int64_t ca_expiry = clock_.NowUnix() + 3600;
   EXPECT_EQ((*short_ca)->not_after(), ca_expiry);

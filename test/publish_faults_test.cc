@@ -46,7 +46,8 @@ class PublisherFixture {
     auto store = Store::Open(options_.data_root + "/state.db", SystemClock::Instance());
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
-    auto ca = LocalCa::LoadOrCreate(options_.data_root + "/ca", SystemClock::Instance());
+    auto ca =
+        LocalCa::LoadOrCreate(options_.data_root + "/ca", SystemClock::Instance(), Env::Default());
     ASSERT_TRUE(ca.ok()) << ca.status().ToString();
     ca_ = std::move(*ca);
     publisher_ = std::make_unique<Publisher>(options_, store_.get(), ca_.get(), &env_,

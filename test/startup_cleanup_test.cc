@@ -37,7 +37,8 @@ struct Driver {
     auto opened = Store::Open(options.data_root + "/state.db", SystemClock::Instance());
     EXPECT_TRUE(opened.ok()) << opened.status().ToString();
     store = std::move(opened).value();
-    auto made = LocalCa::LoadOrCreate(options.data_root + "/ca", SystemClock::Instance());
+    auto made =
+        LocalCa::LoadOrCreate(options.data_root + "/ca", SystemClock::Instance(), Env::Default());
     EXPECT_TRUE(made.ok()) << made.status().ToString();
     ca = std::move(made).value();
     publisher = std::make_unique<Publisher>(options, store.get(), ca.get(), Env::Default(),

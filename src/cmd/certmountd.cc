@@ -274,8 +274,9 @@ int Run(const Flags& flags) {
     issuer = cert_manager.get();
   } else {
     Result<std::unique_ptr<LocalCa>> ca =
-        flags.ca_cert.empty() ? LocalCa::LoadOrCreate(flags.data_root + "/ca", clock)
-                              : LocalCa::FromFiles(flags.ca_cert, flags.ca_key, clock);
+        flags.ca_cert.empty()
+            ? LocalCa::LoadOrCreate(flags.data_root + "/ca", clock, Env::Default())
+            : LocalCa::FromFiles(flags.ca_cert, flags.ca_key, clock, Env::Default());
     if (!ca.ok()) {
       spdlog::error("cannot set up the local CA: {}", ca.status().ToString());
       return kExitFailure;

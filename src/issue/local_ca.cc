@@ -2,20 +2,12 @@
 
 #include "issue/certificate_info_x509.h"
 
-#include <fcntl.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <ctime>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -28,66 +20,13 @@ constexpr int kSerialBytes = 16;
 
 // ---- files ------------------------------------------------------------------------
 
-std::string ErrnoText() { return std::strerror(errno); }
-
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::FailedPrecondition("cannot read " + path + ": " + ErrnoText());
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) return Status::FailedPrecondition("cannot read " + path);
-  return contents.str();
-}
-
-// Closes a file descriptor on scope exit.
-class FdCloser {
- public:
-  explicit FdCloser(int fd) : fd_(fd) {}
-  ~FdCloser() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FdCloser(const FdCloser&) = delete;
-  FdCloser& operator=(const FdCloser&) = delete;
-  int get() const { return fd_; }
-  int Release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
-
-Status SyncDirectory(const std::string& dir) {
-  FdCloser fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0 || ::fsync(fd.get()) != 0) {
-    return Status::Internal("cannot sync directory " + dir + ": " + ErrnoText());
-  }
-  return Status::Ok();
-}
-
-// Writes `contents` to `path` with `mode` such that readers see either the
-// old file or the complete new one, also across a crash.
-Status WriteFileAtomically(const std::string& path, const std::string& contents, mode_t mode) {
-  std::string temp_path = path + ".tmp.XXXXXX";
-  // mkstemp creates the file 0600, so a key is never readable by others even
-  // before the fchmod below.
-  FdCloser fd(::mkstemp(temp_path.data()));
-  if (fd.get() < 0) return Status::Internal("cannot create " + temp_path + ": " + ErrnoText());
-  auto fail = [&](const std::string& what) {
-    Status status = Status::Internal(what + " " + temp_path + ": " + ErrnoText());
-    ::unlink(temp_path.c_str());
-    return status;
-  };
-  size_t written = 0;
-  while (written < contents.size()) {
-    ssize_t n = ::write(fd.get(), contents.data() + written, contents.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail("cannot write");
-    written += static_cast<size_t>(n);
-  }
-  if (::fchmod(fd.get(), mode) != 0) return fail("cannot chmod");
-  if (::fsync(fd.get()) != 0) return fail("cannot sync");
-  if (::close(fd.Release()) != 0) return fail("cannot close");
-  if (::rename(temp_path.c_str(), path.c_str()) != 0) return fail("cannot rename");
-  return SyncDirectory(std::filesystem::path(path).parent_path().string());
+// A CA file named by the admin (or left by an earlier run) that cannot be
+// read is a precondition of starting, whatever the errno.
+Result<std::string> ReadCaFile(const std::string& path, Env* env) {
+  Result<std::string> contents = env->ReadFile(path);
+  if (!contents.ok())
+    return Status::FailedPrecondition("cannot read " + contents.status().message());
+  return contents;
 }
 
 // ---- certificate pieces --------------------------------------------------------
@@ -445,36 +384,30 @@ Result<std::unique_ptr<LocalCa>> LocalCa::Load(const std::string& cert_pem,
 }
 
 Result<std::unique_ptr<LocalCa>> LocalCa::FromFiles(const std::string& cert_path,
-                                                    const std::string& key_path,
-                                                    const Clock& clock) {
-  CERTMOUNT_ASSIGN_OR_RETURN(std::string cert_pem, ReadFile(cert_path));
-  CERTMOUNT_ASSIGN_OR_RETURN(std::string key_pem, ReadFile(key_path));
+                                                    const std::string& key_path, const Clock& clock,
+                                                    Env* env) {
+  CERTMOUNT_ASSIGN_OR_RETURN(std::string cert_pem, ReadCaFile(cert_path, env));
+  CERTMOUNT_ASSIGN_OR_RETURN(std::string key_pem, ReadCaFile(key_path, env));
   return Load(cert_pem, cert_path, key_pem, key_path, clock);
 }
 
-Result<std::unique_ptr<LocalCa>> LocalCa::LoadOrCreate(const std::string& dir, const Clock& clock) {
-  const std::string cert_path = (std::filesystem::path(dir) / "ca.crt").string();
-  const std::string key_path = (std::filesystem::path(dir) / "ca.key").string();
-  std::error_code error;
-  if (std::filesystem::exists(cert_path, error)) {
-    if (!std::filesystem::exists(key_path, error)) {
+Result<std::unique_ptr<LocalCa>> LocalCa::LoadOrCreate(const std::string& dir, const Clock& clock,
+                                                       Env* env) {
+  const std::string cert_path = dir + "/ca.crt";
+  const std::string key_path = dir + "/ca.key";
+  if (env->LStat(cert_path).ok()) {
+    if (!env->LStat(key_path).ok()) {
       return Status::FailedPrecondition(cert_path + " exists but " + key_path +
                                         " does not; restore the key or remove both");
     }
-    return FromFiles(cert_path, key_path, clock);
+    return FromFiles(cert_path, key_path, clock, env);
   }
-  if (!std::filesystem::exists(dir, error)) {
-    std::filesystem::create_directories(dir, error);
-    if (error) return Status::Internal("cannot create " + dir + ": " + error.message());
-    if (::chmod(dir.c_str(), 0700) != 0) {
-      return Status::Internal("cannot chmod " + dir + ": " + ErrnoText());
-    }
-  }
+  CERTMOUNT_RETURN_IF_ERROR(env->CreateDirectories(dir, 0700));
   CERTMOUNT_ASSIGN_OR_RETURN(CaMaterial material,
                              GenerateSelfSignedCa(kCommonName, kDefaultLifetime, clock));
   // Key first: a ca.crt on disk always has its key next to it.
-  CERTMOUNT_RETURN_IF_ERROR(WriteFileAtomically(key_path, material.private_key_pem, 0600));
-  CERTMOUNT_RETURN_IF_ERROR(WriteFileAtomically(cert_path, material.certificate_pem, 0644));
+  CERTMOUNT_RETURN_IF_ERROR(env->ReplaceFile(key_path, material.private_key_pem, 0600));
+  CERTMOUNT_RETURN_IF_ERROR(env->ReplaceFile(cert_path, material.certificate_pem, 0644));
   return Load(material.certificate_pem, cert_path, material.private_key_pem, key_path, clock);
 }
 

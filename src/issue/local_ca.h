@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/construction_key.h"
+#include "common/env.h"
 #include "common/status.h"
 #include "issue/issuer.h"
 #include "issue/private_key.h"
@@ -35,26 +36,29 @@ class LocalCa final : public Issuer {
   static constexpr std::chrono::seconds kDefaultLifetime{std::chrono::hours(24 * 3650)};
   static constexpr const char* kCommonName = "certmount local CA";
 
-  // Loads a PEM CA certificate and key. INVALID_ARGUMENT when a file does not
-  // parse; FAILED_PRECONDITION when a file cannot be read, the key does not
-  // match the certificate, or the certificate is not a CA (basicConstraints
-  // CA:TRUE). Messages name the file. `clock` must outlive the CA.
+  // Loads a PEM CA certificate and key, read through `env`. INVALID_ARGUMENT
+  // when a file does not parse; FAILED_PRECONDITION when a file cannot be
+  // read (whatever the errno), the key does not match the certificate, or the
+  // certificate is not a CA (basicConstraints CA:TRUE). Messages name the
+  // file. `clock` must outlive the CA.
   static Result<std::unique_ptr<LocalCa>> FromFiles(const std::string& cert_path,
-                                                    const std::string& key_path,
-                                                    const Clock& clock);
+                                                    const std::string& key_path, const Clock& clock,
+                                                    Env* env);
 
   // Same checks as FromFiles, on PEM text.
   static Result<std::unique_ptr<LocalCa>> FromPem(const std::string& cert_pem,
                                                   const std::string& key_pem, const Clock& clock);
 
-  // Loads dir/ca.crt + dir/ca.key when ca.crt exists; otherwise creates dir
-  // (0700), generates a CA (GenerateSelfSignedCa, kCommonName,
-  // kDefaultLifetime) and writes ca.key (0600) then ca.crt (0644), each via a
-  // synced temp file and rename, so a crash leaves either no CA or a whole
-  // one (a ca.key without ca.crt is replaced: nothing was ever signed with
-  // it). A ca.crt without ca.key is FAILED_PRECONDITION rather than silently
-  // replacing a CA that pods may trust.
-  static Result<std::unique_ptr<LocalCa>> LoadOrCreate(const std::string& dir, const Clock& clock);
+  // Loads dir/ca.crt + dir/ca.key (FromFiles) when ca.crt exists; otherwise
+  // creates dir (Env::CreateDirectories, 0700), generates a CA
+  // (GenerateSelfSignedCa, kCommonName, kDefaultLifetime) and writes ca.key
+  // (0600) then ca.crt (0644), each with Env::ReplaceFile, so a crash or an
+  // I/O error leaves either no ca.crt or a whole CA (a ca.key without ca.crt
+  // is replaced: nothing was ever signed with it). I/O errors are env's
+  // (ENOSPC is RESOURCE_EXHAUSTED). A ca.crt without ca.key is
+  // FAILED_PRECONDITION rather than silently replacing a CA pods may trust.
+  static Result<std::unique_ptr<LocalCa>> LoadOrCreate(const std::string& dir, const Clock& clock,
+                                                       Env* env);
 
   ~LocalCa() override;
 
