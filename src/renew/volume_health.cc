@@ -12,27 +12,12 @@ namespace certmount {
 
 namespace {
 
+// Lexical only (no file-system access): trailing slashes and "." / ".."
+// components do not make two spellings of one target path differ.
 std::string Normalised(const std::string& path) {
   std::string normal = std::filesystem::path(path).lexically_normal().string();
   while (normal.size() > 1 && normal.back() == '/') normal.pop_back();
   return normal;
-}
-
-// Sizes of the regular files below `dir`, never following a symlink (the
-// visible names are links into the current generation, counted once there).
-int64_t BytesUnder(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code error;
-  int64_t total = 0;
-  fs::recursive_directory_iterator it(dir, fs::directory_options::none, error);
-  for (; !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
-    std::error_code stat_error;
-    const fs::file_status status = it->symlink_status(stat_error);
-    if (stat_error || !fs::is_regular_file(status)) continue;
-    const uintmax_t size = it->file_size(stat_error);
-    if (!stat_error) total += static_cast<int64_t>(size);
-  }
-  return total;
 }
 
 }  // namespace
@@ -64,7 +49,11 @@ Result<VolumeHealth> VolumeHealthChecker::Check(const std::string& volume_id,
   const int64_t now = clock_->NowUnix();
 
   VolumeHealth health;
-  health.bytes_used = BytesUnder(layout.data);
+  // The visible names are symlinks into the current generation, whose files
+  // the walk counts once. A failed walk reports 0 rather than failing the
+  // stats call.
+  const Result<int64_t> bytes = env_->RegularFileBytesUnder(layout.data);
+  health.bytes_used = bytes.ok() ? *bytes : 0;
   std::vector<std::string> problems;
   if (volume.not_after.has_value() && *volume.not_after <= now) {
     problems.push_back("certificate " + volume.serial + " expired at " +

@@ -15,7 +15,7 @@
 namespace certmount {
 
 struct VolumeHealth {
-  int64_t bytes_used = 0;  // regular files below the volume's data directory
+  int64_t bytes_used = 0;  // regular files below the volume's data directory (Env walk)
   bool abnormal = false;
   // Why it is abnormal (every problem found, "; "-separated), or a summary
   // of the current certificate when it is normal.
