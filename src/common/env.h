@@ -1,6 +1,6 @@
-// The filesystem and mount syscalls, behind one seam at the bottom of the
-// layers (LevelDB style) so tests can inject faults such as ENOSPC on the
-// third write without a full disk. Production code uses Env::Default().
+// The file, lock and mount syscalls, behind one seam at the bottom of the layers (LevelDB style);
+// every layer's file I/O and errno mapping (ErrnoStatus) goes through it, so tests can inject
+// faults such as ENOSPC on the third write without a full disk. Production passes Env::Default().
 #pragma once
 
 #include <sys/types.h>
