@@ -5,17 +5,16 @@
 #include <SQLiteCpp/Statement.h>
 #include <sqlite3.h>
 
-#include <filesystem>
-
 #include "state/sqlite_error.h"
 
 namespace certmount {
 
-Status CopyDatabase(const std::string& from, const std::string& to) {
-  std::error_code error;
-  if (std::filesystem::symlink_status(to, error).type() != std::filesystem::file_type::not_found) {
+Status CopyDatabase(const std::string& from, const std::string& to, Env* env) {
+  Result<FileStat> existing = env->LStat(to);
+  if (existing.ok()) {
     return Status::AlreadyExists(to + " already exists; not copying " + from + " over it");
   }
+  if (existing.status().code() != Code::kNotFound) return existing.status();
   return Guarded(from, "copying to " + to, [&]() -> Status {
     SQLite::Database source(from, SQLite::OPEN_READWRITE);
     SQLite::Database copy(to, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);

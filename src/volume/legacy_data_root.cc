@@ -103,7 +103,7 @@ Status CopyState(const std::string& legacy_root, const std::string& data_root, E
   for (const char* suffix : {"", "-journal", "-wal", "-shm"}) {
     CERTMOUNT_RETURN_IF_ERROR(RemoveIfPresent(env, staging + suffix));
   }
-  CERTMOUNT_RETURN_IF_ERROR(CopyDatabase(legacy_root + "/state.db", staging));
+  CERTMOUNT_RETURN_IF_ERROR(CopyDatabase(legacy_root + "/state.db", staging, env));
   CERTMOUNT_RETURN_IF_ERROR(env->Rename(staging, data_root + "/state.db"));
   return env->SyncDir(data_root);
 }
