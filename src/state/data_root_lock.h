@@ -15,9 +15,10 @@ namespace certmount {
 class DataRootLock {
  public:
   // Takes the lock on <data_root>/certmountd.lock through env->LockFile,
-  // writing this process's pid into it. FAILED_PRECONDITION naming the
-  // holder's pid when another process (or another DataRootLock) holds it;
-  // any other failure as LockFile reports it. The lock is released when the
+  // writing this process's pid into it. FAILED_PRECONDITION (the driver
+  // cannot start) naming the holder's pid when another process (or another
+  // DataRootLock) holds it, or with LockFile's error (which names the errno)
+  // when locking fails otherwise. The lock is released when the
   // object is destroyed or the process dies, however it dies.
   static Result<std::unique_ptr<DataRootLock>> Acquire(const std::string& data_root, Env* env);
 
