@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <ranges>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@
 #include "issue/dn.h"
 #include "issue/go_duration.h"
 #include "issue/go_url.h"
+#include "issue/key_usages.h"
 
 namespace certmount {
 namespace {
@@ -82,31 +84,6 @@ constexpr std::array<std::string_view, 33> kKnownAttributes = {
     kKeyUsages,       kKeyAlgorithm,        kKeySize,      kKeyEncoding, kReusePrivateKey,
     kCertificateFile, kPrivateKeyFile,      kCaFile,       kFsGroup,     kPkcs12Enable,
     kPkcs12Filename,  kPkcs12Password,      kPkcs12Profile};
-
-// cert-manager's KeyUsage names (key usages and extended key usages).
-constexpr std::array<std::string_view, 23> kKnownUsages = {"signing",
-                                                           "digital signature",
-                                                           "content commitment",
-                                                           "key encipherment",
-                                                           "key agreement",
-                                                           "data encipherment",
-                                                           "cert sign",
-                                                           "crl sign",
-                                                           "encipher only",
-                                                           "decipher only",
-                                                           "any",
-                                                           "server auth",
-                                                           "client auth",
-                                                           "code signing",
-                                                           "email protection",
-                                                           "s/mime",
-                                                           "ipsec end system",
-                                                           "ipsec tunnel",
-                                                           "ipsec user",
-                                                           "timestamping",
-                                                           "ocsp signing",
-                                                           "microsoft sgc",
-                                                           "netscape sgc"};
 
 constexpr int64_t kMaxFsGroup = 4294967294;  // 2^32 - 2: (uint32_t)-1 means "no group"
 constexpr size_t kMaxFileNameBytes = 255;
@@ -627,10 +604,11 @@ class AttributeParser {
     CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> listed,
                                GetList(kKeyUsages, /*expand=*/false));
     for (const std::string& usage : listed) {
-      if (std::find(kKnownUsages.begin(), kKnownUsages.end(), usage) == kKnownUsages.end()) {
+      if (FindKeyUsage(usage, NameMatch::kExact) == nullptr) {
         return InvalidValue(
             kKeyUsages, usage,
-            "is not a cert-manager key usage; known usages are " + JoinQuoted(kKnownUsages));
+            "is not a cert-manager key usage; known usages are " +
+                JoinQuoted(KnownKeyUsages() | std::views::transform(&KeyUsageName::name)));
       }
       if (std::find(spec.usages.begin(), spec.usages.end(), usage) == spec.usages.end()) {
         spec.usages.push_back(usage);
