@@ -324,7 +324,7 @@ Result<Response> Client::Call(const Request& request,
     }
     auto retry_at = clock_->SteadyNow() + wait;
     if (retry_at >= deadline) {
-      return status.WithContext("no time left to retry: ");
+      return status.WithContext("no time left to retry");
     }
     spdlog::info("kube {} {}: {}; retrying in {} ms (try {} of {})", request.method, request.path,
                  status.ToString(), wait.count(), attempt + 1, options_.max_attempts);
