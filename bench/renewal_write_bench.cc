@@ -17,6 +17,7 @@
 
 #include "common/clock.h"
 #include "state/store.h"
+#include "support/store_test_access.h"
 
 namespace {
 
@@ -71,8 +72,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   for (int i = 0; i < volumes; ++i) {
-    certmount::Status done = (*store)->RegisterVolume(Volume(i, annotation_bytes));
-    if (done.ok()) done = (*store)->MarkMounted("csi-" + std::to_string(i), {"01", 1, 2, 3});
+    certmount::Status done =
+        certmount::StoreTestAccess(**store).RegisterVolume(Volume(i, annotation_bytes));
+    if (done.ok())
+      done = certmount::StoreTestAccess(**store).MarkMounted("csi-" + std::to_string(i),
+                                                             {"01", 1, 2, 3});
     if (!done.ok()) {
       std::fprintf(stderr, "mount: %s\n", done.ToString().c_str());
       return 1;

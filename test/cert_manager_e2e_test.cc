@@ -22,6 +22,7 @@
 #include "support/fake_kube_api.h"
 #include "support/mounts.h"
 #include "support/root.h"
+#include "support/store_test_access.h"
 #include "support/temp_dir.h"
 #include "support/x509_inspect.h"
 #include "volume/issuance.h"
@@ -521,9 +522,9 @@ TEST(CertManagerRenewal, TimedOutRenewalIsResumedNotDuplicated) {
   record.attributes = attributes;
   record.issuer = "cert-manager";
   record.request_name = CertificateRequestName(volume_id, 0);
-  ASSERT_TRUE((*store)->RegisterVolume(record).ok());
+  ASSERT_TRUE(StoreTestAccess(**store).RegisterVolume(record).ok());
   IssuedCertificateFields fields{"01", 1, 2, 3};
-  ASSERT_TRUE((*store)->MarkMounted(volume_id, fields).ok());
+  ASSERT_TRUE(StoreTestAccess(**store).MarkMounted(volume_id, fields).ok());
   const VolumeLayout layout = VolumeLayout::For(data_root, volume_id);
   fs::create_directories(layout.data);
 
@@ -587,8 +588,9 @@ TEST(CertManagerRenewal, FinalFailureStartsANewIssuanceNextTime) {
   record.volume_id = volume_id;
   record.target_path = "/nowhere";
   record.attributes = attributes;
-  ASSERT_TRUE((*store)->RegisterVolume(record).ok());
-  ASSERT_TRUE((*store)->MarkMounted(volume_id, IssuedCertificateFields{"01", 1, 2, 3}).ok());
+  ASSERT_TRUE(StoreTestAccess(**store).RegisterVolume(record).ok());
+  ASSERT_TRUE(
+      StoreTestAccess(**store).MarkMounted(volume_id, IssuedCertificateFields{"01", 1, 2, 3}).ok());
   const VolumeLayout layout = VolumeLayout::For(data_root, volume_id);
   fs::create_directories(layout.data);
 

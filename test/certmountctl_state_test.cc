@@ -20,6 +20,7 @@
 #include "state/store.h"
 #include "support/daemon.h"
 #include "support/fake_clock.h"
+#include "support/store_test_access.h"
 #include "support/temp_dir.h"
 
 namespace certmount::testing {
@@ -126,7 +127,7 @@ class StateTest : public ::testing::Test {
 
   void Populate(Store& store) {
     const int64_t now = clock_.NowUnix();
-    ASSERT_TRUE(store.RegisterVolume(Volume("vol-healthy", "web")).ok());
+    ASSERT_TRUE(StoreTestAccess(store).RegisterVolume(Volume("vol-healthy", "web")).ok());
     ASSERT_TRUE(store
                     .MarkMountedWithHistory(
                         "vol-healthy",
@@ -134,7 +135,7 @@ class StateTest : public ::testing::Test {
                         IssuanceAttempt{"local-ca", 42}, kHistoryLimit)
                     .ok());
 
-    ASSERT_TRUE(store.RegisterVolume(Volume("vol-failing", "api")).ok());
+    ASSERT_TRUE(StoreTestAccess(store).RegisterVolume(Volume("vol-failing", "api")).ok());
     ASSERT_TRUE(store
                     .MarkMountedWithHistory("vol-failing",
                                             Cert("ff00", now - 3600, FailingNotAfter(now), now),
@@ -146,7 +147,7 @@ class StateTest : public ::testing::Test {
                                                      kHistoryLimit)
                     .ok());
 
-    ASSERT_TRUE(store.RegisterVolume(Volume("vol-inflight", "batch")).ok());
+    ASSERT_TRUE(StoreTestAccess(store).RegisterVolume(Volume("vol-inflight", "batch")).ok());
   }
 
   TempDir dir_;
@@ -278,7 +279,7 @@ TEST_F(StateTest, HistoryListsIssuancesNewestFirst) {
   std::unique_ptr<Store> store = OpenStore();
   ASSERT_NE(store, nullptr);
   const int64_t published_at = clock_.NowUnix();
-  ASSERT_TRUE(store->RegisterVolume(Volume("vol-a", "web")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store).RegisterVolume(Volume("vol-a", "web")).ok());
   ASSERT_TRUE(store
                   ->MarkMountedWithHistory(
                       "vol-a", Cert("01", published_at, published_at + 7200, published_at + 3600),
@@ -298,7 +299,7 @@ TEST_F(StateTest, HistoryListsIssuancesNewestFirst) {
                       IssuanceAttempt{"local-ca", 2500}, kHistoryLimit)
                   .ok());
   // Another volume's history must not show up.
-  ASSERT_TRUE(store->RegisterVolume(Volume("vol-b", "other")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store).RegisterVolume(Volume("vol-b", "other")).ok());
   ASSERT_TRUE(store
                   ->MarkMountedWithHistory(
                       "vol-b", Cert("0b", renewed_at, renewed_at + 7200, renewed_at + 3600),

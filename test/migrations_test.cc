@@ -13,6 +13,7 @@
 #include "state/embedded_migrations.h"
 #include "state/store.h"
 #include "support/fake_clock.h"
+#include "support/store_test_access.h"
 #include "support/temp_dir.h"
 
 namespace certmount {
@@ -125,7 +126,7 @@ TEST(MigrationsTest, OpenRefusesNewerSchemaAndLeavesFileUntouched) {
     VolumeRecord volume;
     volume.volume_id = "v1";
     volume.target_path = "/t";
-    ASSERT_TRUE((*store)->RegisterVolume(volume).ok());
+    ASSERT_TRUE(StoreTestAccess(**store).RegisterVolume(volume).ok());
   }
   const int known = MustParse(EmbeddedMigrations()).back().version;
   const int future = known + 5;
@@ -154,11 +155,12 @@ TEST(MigrationsTest, ReopenIsIdempotent) {
   {
     auto store = Store::Open(path, clock);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
-    EXPECT_EQ((*store)->schema_version(), MustParse(EmbeddedMigrations()).back().version);
+    EXPECT_EQ(StoreTestAccess(**store).schema_version(),
+              MustParse(EmbeddedMigrations()).back().version);
     VolumeRecord volume;
     volume.volume_id = "v1";
     volume.target_path = "/t";
-    ASSERT_TRUE((*store)->RegisterVolume(volume).ok());
+    ASSERT_TRUE(StoreTestAccess(**store).RegisterVolume(volume).ok());
   }
   {
     SQLite::Database db(path, SQLite::OPEN_READONLY);
@@ -167,7 +169,8 @@ TEST(MigrationsTest, ReopenIsIdempotent) {
   for (int i = 0; i < 3; ++i) {
     auto store = Store::Open(path, clock);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
-    EXPECT_EQ((*store)->schema_version(), MustParse(EmbeddedMigrations()).back().version);
+    EXPECT_EQ(StoreTestAccess(**store).schema_version(),
+              MustParse(EmbeddedMigrations()).back().version);
     auto volume = (*store)->GetVolume("v1");
     ASSERT_TRUE(volume.ok());
     EXPECT_TRUE(volume->has_value());

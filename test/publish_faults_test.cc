@@ -15,6 +15,7 @@
 #include "support/fault_env.h"
 #include "support/mounts.h"
 #include "support/root.h"
+#include "support/store_test_access.h"
 #include "support/temp_dir.h"
 #include "volume/publisher.h"
 
@@ -97,7 +98,7 @@ TEST_P(PublishFaultTest, FailedStepLeavesNothingAndTheRetrySucceeds) {
   EXPECT_EQ(failed.code(), fault.expected) << failed.ToString();
   EXPECT_NE(failed.message().find("injected"), std::string::npos) << failed.ToString();
 
-  Result<std::vector<VolumeRecord>> rows = store_->ListVolumes();
+  Result<std::vector<VolumeRecord>> rows = StoreTestAccess(*store_).ListVolumes();
   ASSERT_TRUE(rows.ok());
   EXPECT_TRUE(rows->empty());
   EXPECT_FALSE(IsMountPoint(target_));
@@ -120,7 +121,7 @@ TEST_F(StaleRowTest, PublishClearsAnUnmountedRowLeftByAnUnfinishedRollback) {
   stale.pod_namespace = "ns";
   stale.pod_name = "p";
   stale.issuer = "local-ca";
-  ASSERT_TRUE(store_->RegisterVolume(stale).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(stale).ok());
   const std::string leftover = options_.data_root + "/volumes/" + request_.volume_id + "/leftover";
   fs::create_directories(leftover);
 
@@ -135,7 +136,7 @@ TEST_F(StaleRowTest, PublishAtAnotherTargetThanAStaleRowIsAlreadyExists) {
   stale.volume_id = request_.volume_id;
   stale.target_path = options_.target_root + "/other/mount";
   stale.issuer = "local-ca";
-  ASSERT_TRUE(store_->RegisterVolume(stale).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(stale).ok());
 
   Status published = publisher_->Publish(request_);
   EXPECT_EQ(published.code(), Code::kAlreadyExists) << published.ToString();

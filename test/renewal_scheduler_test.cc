@@ -23,6 +23,7 @@
 #include "renew/backoff.h"
 #include "support/fake_clock.h"
 #include "support/root.h"
+#include "support/store_test_access.h"
 #include "support/temp_dir.h"
 #include "support/x509_inspect.h"
 #include "volume/issuance.h"
@@ -162,7 +163,7 @@ class RenewalSchedulerTest : public ::testing::Test {
   // due for renewal at `next_issuance_at`.
   IssuedCertificateFields AddVolume(const std::string& id, int64_t next_issuance_at) {
     VolumeRecord record = Record(id);
-    EXPECT_TRUE(store_->RegisterVolume(record).ok());
+    EXPECT_TRUE(StoreTestAccess(*store_).RegisterVolume(record).ok());
     const VolumeLayout layout = VolumeLayout::For(data_root_, id);
     EXPECT_TRUE(Env::Default()->CreateDirectories(layout.data, 0700).ok());
     auto spec = ParseAttributes(record.attributes);
@@ -174,7 +175,7 @@ class RenewalSchedulerTest : public ::testing::Test {
     auto fields = IssueIntoVolume(request, ca_.get(), Env::Default(), clock_.SteadyNow() + 60s, {});
     EXPECT_TRUE(fields.ok()) << fields.status().ToString();
     fields->next_issuance_at = next_issuance_at;
-    EXPECT_TRUE(store_->MarkMounted(id, *fields).ok());
+    EXPECT_TRUE(StoreTestAccess(*store_).MarkMounted(id, *fields).ok());
     return *fields;
   }
 
@@ -267,7 +268,7 @@ TEST_F(RenewalSchedulerTest, RenewalReplacesFilesAndRecordsRowAndHistory) {
   // The pod's files are the new certificate.
   EXPECT_EQ(testing::InspectCertificateFile(CertPath("v")).serial_hex, row.serial);
 
-  auto history = store_->ListIssuances("v");
+  auto history = StoreTestAccess(*store_).ListIssuances("v");
   ASSERT_TRUE(history.ok());
   ASSERT_EQ(history->size(), 1u);
   EXPECT_EQ((*history)[0].kind, IssuanceKind::kRenewal);
@@ -291,14 +292,14 @@ TEST_F(RenewalSchedulerTest, HistoryIsPrunedToTheLimitAndGoesWithTheVolume) {
     RunUntil(*scheduler.NextDueAt());
     serials.push_back(Row("v").serial);
   }
-  auto history = store_->ListIssuances("v");
+  auto history = StoreTestAccess(*store_).ListIssuances("v");
   ASSERT_TRUE(history.ok());
   ASSERT_EQ(history->size(), 3u);
   EXPECT_EQ((*history)[0].serial, serials[4]);
   EXPECT_EQ((*history)[2].serial, serials[2]);
 
   ASSERT_TRUE(store_->DeleteVolume("v").ok());
-  history = store_->ListIssuances("v");
+  history = StoreTestAccess(*store_).ListIssuances("v");
   ASSERT_TRUE(history.ok());
   EXPECT_TRUE(history->empty());
 }
@@ -327,7 +328,7 @@ TEST_F(RenewalSchedulerTest, FailingIssuerBacksOffAndLeavesTheCertificateInPlace
     EXPECT_EQ(row.serial, first.serial);
     EXPECT_EQ(ReadAll(CertPath("v")), first_pem);
   }
-  auto history = store_->ListIssuances("v");
+  auto history = StoreTestAccess(*store_).ListIssuances("v");
   ASSERT_TRUE(history.ok());
   ASSERT_EQ(history->size(), 6u);
   EXPECT_FALSE((*history)[0].ok);
@@ -373,7 +374,7 @@ TEST_F(RenewalSchedulerTest, BackoffSurvivesARestart) {
 TEST_F(RenewalSchedulerTest, OnlyMountedRowsAreScheduled) {
   const int64_t t0 = clock_.NowUnix();
   AddVolume("mounted", t0 + 1);
-  ASSERT_TRUE(store_->RegisterVolume(Record("publishing")).ok());  // mounted = 0
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Record("publishing")).ok());  // mounted = 0
   RenewalScheduler& scheduler = MakeScheduler();
   auto loaded = scheduler.Load();
   ASSERT_TRUE(loaded.ok());
@@ -381,7 +382,7 @@ TEST_F(RenewalSchedulerTest, OnlyMountedRowsAreScheduled) {
   EXPECT_EQ(scheduler.DueAt("publishing"), std::nullopt);
   RunUntil(t0 + 100);
   EXPECT_THAT(issuer_->volumes(), ElementsAre("mounted"));
-  auto history = store_->ListIssuances("publishing");
+  auto history = StoreTestAccess(*store_).ListIssuances("publishing");
   ASSERT_TRUE(history.ok());
   EXPECT_TRUE(history->empty());
 }
@@ -441,7 +442,7 @@ TEST_F(RenewalSchedulerTest, OnRemovedCancelsAndWaitsForARunningRenewal) {
   EXPECT_EQ(row.serial, first.serial);
   EXPECT_EQ(row.renewal_attempts, 0);
   EXPECT_EQ(ReadAll(CertPath("v")), first_pem);
-  auto history = store_->ListIssuances("v");
+  auto history = StoreTestAccess(*store_).ListIssuances("v");
   ASSERT_TRUE(history.ok());
   EXPECT_TRUE(history->empty());
 }
@@ -492,7 +493,7 @@ TEST_F(OverdueSpreadTest, TenThousandOverdueVolumesReachTheIssuerAtTheConfigured
     // Overdue by up to a day, as after a long downtime.
     IssuedCertificateFields cert{"0" + std::to_string(i + 1), t0 - 90'000, t0 + 3'600,
                                  t0 - 1 - (i % 86'400)};
-    ASSERT_TRUE(store_->WriteInOneTransactionForTest(record, id, cert, [] {}).ok());
+    ASSERT_TRUE(StoreTestAccess(*store_).WriteInOneTransaction(record, id, cert, [] {}).ok());
     ASSERT_TRUE(
         Env::Default()->CreateDirectories(VolumeLayout::For(data_root_, id).data, 0700).ok());
   }
@@ -532,7 +533,7 @@ TEST_F(OverdueSpreadTest, BurstAfterAQuietPeriodIsBoundedByTheBucket) {
     const std::string id = "p-" + std::to_string(i);
     VolumeRecord record = Record(id);
     IssuedCertificateFields cert{"0" + std::to_string(i + 1), t0, t0 + 3'600, t0 + 10};
-    ASSERT_TRUE(store_->WriteInOneTransactionForTest(record, id, cert, [] {}).ok());
+    ASSERT_TRUE(StoreTestAccess(*store_).WriteInOneTransaction(record, id, cert, [] {}).ok());
     ASSERT_TRUE(
         Env::Default()->CreateDirectories(VolumeLayout::For(data_root_, id).data, 0700).ok());
     scheduler.OnMounted(Scheduled(id));

@@ -16,6 +16,7 @@
 #include "state/store.h"
 #include "support/mounts.h"
 #include "support/root.h"
+#include "support/store_test_access.h"
 #include "support/temp_dir.h"
 #include "volume/atomic_writer.h"
 #include "volume/mount.h"
@@ -101,7 +102,7 @@ TEST(StartupCleanupTest, KeepsOnlyMountedVolumesAndSweepsEverythingElse) {
     VolumeRecord row;
     row.volume_id = "csi-inflight";
     row.target_path = in_flight_target;
-    ASSERT_TRUE(first.store->RegisterVolume(row).ok());
+    ASSERT_TRUE(StoreTestAccess(*first.store).RegisterVolume(row).ok());
     VolumeLayout layout = VolumeLayout::For(first.options.data_root, "csi-inflight");
     ASSERT_TRUE(WriteFileSet(layout.data, {{"tls.crt", "cert", 0644}}, {}, Env::Default()).ok());
     fs::create_directories(in_flight_target);
@@ -121,7 +122,7 @@ TEST(StartupCleanupTest, KeepsOnlyMountedVolumesAndSweepsEverythingElse) {
   EXPECT_EQ(summary->unmounted_by_check, 1);
   EXPECT_EQ(summary->orphans_removed, 1);
 
-  Result<std::vector<VolumeRecord>> rows = second.store->ListVolumes();
+  Result<std::vector<VolumeRecord>> rows = StoreTestAccess(*second.store).ListVolumes();
   ASSERT_TRUE(rows.ok());
   ASSERT_EQ(rows->size(), 1u);
   EXPECT_EQ(rows->front().volume_id, "csi-kept");
@@ -198,7 +199,7 @@ TEST(StartupCleanupTest, RowsAtForeignMountsGoWithoutTouchingTheMounts) {
       row.volume_id = std::string("csi-") + pod;
       row.target_path = MakeTarget(first, pod);
       fs::create_directories(row.target_path);
-      ASSERT_TRUE(first.store->RegisterVolume(row).ok());
+      ASSERT_TRUE(StoreTestAccess(*first.store).RegisterVolume(row).ok());
       (std::string(pod) == "empty" ? empty_target : busy_target) = row.target_path;
     }
     std::ofstream(busy_target + "/someone.txt") << "someone's";
@@ -209,7 +210,7 @@ TEST(StartupCleanupTest, RowsAtForeignMountsGoWithoutTouchingTheMounts) {
   ASSERT_TRUE(summary.ok()) << summary.status().ToString();
   EXPECT_EQ(summary->deleted, 3);
   EXPECT_EQ(summary->kept, 0);
-  Result<std::vector<VolumeRecord>> rows = second.store->ListVolumes();
+  Result<std::vector<VolumeRecord>> rows = StoreTestAccess(*second.store).ListVolumes();
   ASSERT_TRUE(rows.ok());
   EXPECT_TRUE(rows->empty());
   EXPECT_TRUE(IsMountPoint(foreign_target));

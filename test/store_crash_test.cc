@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "state/store.h"
 #include "support/fake_clock.h"
+#include "support/store_test_access.h"
 #include "support/temp_dir.h"
 
 namespace certmount {
@@ -84,7 +85,7 @@ void PrepareDatabase(const std::string& db_path, const Clock& clock) {
   VolumeRecord existing;
   existing.volume_id = kExistingId;
   existing.target_path = "/pods/existing/mount";
-  ASSERT_TRUE((*store)->RegisterVolume(existing).ok());
+  ASSERT_TRUE(StoreTestAccess(**store).RegisterVolume(existing).ok());
 }
 
 std::string IntegrityCheck(const std::string& db_path) {
@@ -117,7 +118,7 @@ TEST(StoreCrashTest, KillInsideOpenTransactionLeavesNothingOfIt) {
     EXPECT_TRUE((*existing)->serial.empty());
 
     // And the restart leaves a clean node: the unpublished row goes.
-    auto cleanup = (*store)->StartupCleanup([](const std::string&) { return true; });
+    auto cleanup = StoreTestAccess(**store).StartupCleanup([](const std::string&) { return true; });
     ASSERT_TRUE(cleanup.ok());
     ASSERT_EQ(cleanup->deleted.size(), 1u);
     EXPECT_EQ(cleanup->deleted[0].volume_id, kExistingId);

@@ -10,6 +10,7 @@
 #include "state/store.h"
 #include "support/fake_clock.h"
 #include "support/fault_vfs.h"
+#include "support/store_test_access.h"
 #include "support/temp_dir.h"
 
 namespace certmount::testing {
@@ -56,12 +57,12 @@ TEST_P(StoreIoErrorTest, FailedWriteIsAnErrorAndLeavesTheDatabaseWhole) {
     std::filesystem::remove(path + "-shm");
     auto store = Store::Open(path, clock_);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
-    ASSERT_TRUE((*store)->RegisterVolume(Volume("kept")).ok());
-    ASSERT_TRUE((*store)->MarkMounted("kept", Certificate()).ok());
+    ASSERT_TRUE(StoreTestAccess(**store).RegisterVolume(Volume("kept")).ok());
+    ASSERT_TRUE(StoreTestAccess(**store).MarkMounted("kept", Certificate()).ok());
 
     FaultVfs::FailFrom(nth, error);
-    Status registered = (*store)->RegisterVolume(Volume("new"));
-    Status marked = (*store)->MarkMounted("kept", Certificate());
+    Status registered = StoreTestAccess(**store).RegisterVolume(Volume("new"));
+    Status marked = StoreTestAccess(**store).MarkMounted("kept", Certificate());
     const bool any_write_failed = !registered.ok() || !marked.ok();
     FaultVfs::Heal();
     for (const Status* s : {&registered, &marked}) {
@@ -75,7 +76,7 @@ TEST_P(StoreIoErrorTest, FailedWriteIsAnErrorAndLeavesTheDatabaseWhole) {
     EXPECT_TRUE(any_write_failed) << "fault " << nth << " was never reached";
 
     // The same store works once the disk does.
-    Status again = (*store)->RegisterVolume(Volume("after"));
+    Status again = StoreTestAccess(**store).RegisterVolume(Volume("after"));
     EXPECT_TRUE(again.ok()) << "nth " << nth << ": " << again.ToString();
     store->reset();
 

@@ -15,6 +15,7 @@
 
 #include "state/migrations.h"
 #include "support/fake_clock.h"
+#include "support/store_test_access.h"
 #include "support/temp_dir.h"
 
 namespace certmount {
@@ -73,7 +74,7 @@ class StoreTest : public ::testing::Test {
 };
 
 TEST_F(StoreTest, RegisterThenGetReturnsUnmountedRow) {
-  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("v1")).ok());
 
   const VolumeRecord got = MustGet("v1");
   const VolumeRecord want = Volume("v1");
@@ -99,7 +100,7 @@ TEST_F(StoreTest, RegisterIgnoresCertificateFieldsOfTheInput) {
   volume.mounted = true;
   volume.serial = "ff";
   volume.created_at = 5;
-  ASSERT_TRUE(store_->RegisterVolume(volume).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(volume).ok());
   const VolumeRecord got = MustGet("v1");
   EXPECT_FALSE(got.mounted);
   EXPECT_TRUE(got.serial.empty());
@@ -113,10 +114,10 @@ TEST_F(StoreTest, GetMissingIsEmptyNotError) {
 }
 
 TEST_F(StoreTest, RegisterTwiceIsAlreadyExistsNamingTheTargetPath) {
-  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("v1")).ok());
   VolumeRecord again = Volume("v1");
   again.target_path = "/elsewhere";
-  const Status status = store_->RegisterVolume(again);
+  const Status status = StoreTestAccess(*store_).RegisterVolume(again);
   EXPECT_EQ(status.code(), Code::kAlreadyExists);
   EXPECT_THAT(status.message(), HasSubstr(Volume("v1").target_path));
   EXPECT_EQ(MustGet("v1").target_path, Volume("v1").target_path);
@@ -140,7 +141,7 @@ TEST_F(StoreTest, TryRegisterReportsTheExistingRowAndWritesNothing) {
   EXPECT_EQ(kept.pod_name, Volume("v1").pod_name);
   EXPECT_EQ(kept.updated_at, kept.created_at);
 
-  ASSERT_TRUE(store_->MarkMounted("v1", Cert("01", clock_.NowUnix() + 60)).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).MarkMounted("v1", Cert("01", clock_.NowUnix() + 60)).ok());
   auto mounted = store_->TryRegisterVolume(again);
   ASSERT_TRUE(mounted.ok() && mounted->has_value());
   EXPECT_TRUE((*mounted)->mounted);
@@ -150,7 +151,7 @@ TEST_F(StoreTest, TryRegisterReportsTheExistingRowAndWritesNothing) {
 TEST_F(StoreTest, HistoryKeepsTheNewestRowsOfEachVolumeOnly) {
   constexpr int kLimit = 2;
   for (const char* id : {"a", "b"}) {
-    ASSERT_TRUE(store_->RegisterVolume(Volume(id)).ok());
+    ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume(id)).ok());
     ASSERT_TRUE(store_
                     ->MarkMountedWithHistory(id, Cert(std::string(id) + "00", 0),
                                              IssuanceAttempt{"corp", 1}, kLimit)
@@ -169,7 +170,7 @@ TEST_F(StoreTest, HistoryKeepsTheNewestRowsOfEachVolumeOnly) {
       store_->MarkMountedWithHistory("a", Cert("a04", 0), IssuanceAttempt{"corp", 1}, kLimit).ok());
   auto serials = [&](const std::string& id) {
     std::vector<std::string> found;
-    Result<std::vector<IssuanceRecord>> rows = store_->ListIssuances(id);
+    Result<std::vector<IssuanceRecord>> rows = StoreTestAccess(*store_).ListIssuances(id);
     EXPECT_TRUE(rows.ok()) << rows.status().ToString();
     if (rows.ok()) {
       for (const IssuanceRecord& row : *rows) found.push_back(row.serial);
@@ -181,9 +182,9 @@ TEST_F(StoreTest, HistoryKeepsTheNewestRowsOfEachVolumeOnly) {
 }
 
 TEST_F(StoreTest, SummariesAgreeWithTheFullRows) {
-  ASSERT_TRUE(store_->RegisterVolume(Volume("b")).ok());
-  ASSERT_TRUE(store_->RegisterVolume(Volume("a")).ok());
-  ASSERT_TRUE(store_->MarkMounted("a", Cert("01", 1'700'050'000)).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("b")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("a")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).MarkMounted("a", Cert("01", 1'700'050'000)).ok());
   auto summaries = store_->ListVolumeSummaries();
   ASSERT_TRUE(summaries.ok()) << summaries.status().ToString();
   ASSERT_EQ(summaries->size(), 2u);
@@ -203,11 +204,11 @@ TEST_F(StoreTest, SummariesAgreeWithTheFullRows) {
 
 TEST_F(StoreTest, RegisterRejectsMissingIdOrPath) {
   VolumeRecord no_id = Volume("");
-  EXPECT_EQ(store_->RegisterVolume(no_id).code(), Code::kInvalidArgument);
+  EXPECT_EQ(StoreTestAccess(*store_).RegisterVolume(no_id).code(), Code::kInvalidArgument);
   VolumeRecord no_path = Volume("v1");
   no_path.target_path.clear();
-  EXPECT_EQ(store_->RegisterVolume(no_path).code(), Code::kInvalidArgument);
-  auto all = store_->ListVolumes();
+  EXPECT_EQ(StoreTestAccess(*store_).RegisterVolume(no_path).code(), Code::kInvalidArgument);
+  auto all = StoreTestAccess(*store_).ListVolumes();
   ASSERT_TRUE(all.ok());
   EXPECT_TRUE(all->empty());
 }
@@ -215,7 +216,7 @@ TEST_F(StoreTest, RegisterRejectsMissingIdOrPath) {
 TEST_F(StoreTest, RegisterRefusesServiceAccountTokens) {
   VolumeRecord volume = Volume("v1");
   volume.attributes["csi.storage.k8s.io/serviceAccount.tokens"] = R"({"":{"token":"secret"}})";
-  EXPECT_EQ(store_->RegisterVolume(volume).code(), Code::kInvalidArgument);
+  EXPECT_EQ(StoreTestAccess(*store_).RegisterVolume(volume).code(), Code::kInvalidArgument);
   auto got = store_->GetVolume("v1");
   ASSERT_TRUE(got.ok());
   EXPECT_FALSE(got->has_value());
@@ -224,13 +225,14 @@ TEST_F(StoreTest, RegisterRefusesServiceAccountTokens) {
 TEST_F(StoreTest, RegisterRejectsAttributesThatAreNotUtf8) {
   VolumeRecord volume = Volume("v1");
   volume.attributes["bad"] = "\xff\xfe";
-  EXPECT_EQ(store_->RegisterVolume(volume).code(), Code::kInvalidArgument);
+  EXPECT_EQ(StoreTestAccess(*store_).RegisterVolume(volume).code(), Code::kInvalidArgument);
 }
 
 TEST_F(StoreTest, MarkMountedRecordsThePublish) {
-  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("v1")).ok());
   clock_.Advance(7s);
-  ASSERT_TRUE(store_->MarkMounted("v1", Cert("0a1b", clock_.NowUnix() + 3600)).ok());
+  ASSERT_TRUE(
+      StoreTestAccess(*store_).MarkMounted("v1", Cert("0a1b", clock_.NowUnix() + 3600)).ok());
 
   const VolumeRecord got = MustGet("v1");
   EXPECT_TRUE(got.mounted);
@@ -246,18 +248,18 @@ TEST_F(StoreTest, MarkMountedRecordsThePublish) {
 }
 
 TEST_F(StoreTest, MarkMountedUnknownIsNotFound) {
-  EXPECT_EQ(store_->MarkMounted("nope", Cert("01", 1)).code(), Code::kNotFound);
+  EXPECT_EQ(StoreTestAccess(*store_).MarkMounted("nope", Cert("01", 1)).code(), Code::kNotFound);
 }
 
 TEST_F(StoreTest, MarkMountedNeedsASerial) {
-  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
-  EXPECT_EQ(store_->MarkMounted("v1", Cert("", 1)).code(), Code::kInvalidArgument);
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("v1")).ok());
+  EXPECT_EQ(StoreTestAccess(*store_).MarkMounted("v1", Cert("", 1)).code(), Code::kInvalidArgument);
   EXPECT_FALSE(MustGet("v1").mounted);
 }
 
 TEST_F(StoreTest, RenewalFailureThenSuccess) {
-  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
-  ASSERT_TRUE(store_->MarkMounted("v1", Cert("01", 100)).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("v1")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).MarkMounted("v1", Cert("01", 100)).ok());
 
   clock_.Advance(60s);
   ASSERT_TRUE(store_->RecordRenewalFailure("v1", 3, 500, "issuer unavailable").ok());
@@ -270,7 +272,7 @@ TEST_F(StoreTest, RenewalFailureThenSuccess) {
 
   clock_.Advance(60s);
   const IssuedCertificateFields renewed{"02", 2'000, 3'000, 2'500};
-  ASSERT_TRUE(store_->RecordRenewal("v1", renewed).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RecordRenewal("v1", renewed).ok());
   got = MustGet("v1");
   EXPECT_EQ(got.serial, "02");
   EXPECT_EQ(got.not_before, 2'000);
@@ -283,10 +285,10 @@ TEST_F(StoreTest, RenewalFailureThenSuccess) {
 }
 
 TEST_F(StoreTest, RenewalRecordsNeedAMountedRow) {
-  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
-  EXPECT_EQ(store_->RecordRenewal("v1", Cert("01", 1)).code(), Code::kNotFound);
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("v1")).ok());
+  EXPECT_EQ(StoreTestAccess(*store_).RecordRenewal("v1", Cert("01", 1)).code(), Code::kNotFound);
   EXPECT_EQ(store_->RecordRenewalFailure("v1", 1, 1, "x").code(), Code::kNotFound);
-  EXPECT_EQ(store_->RecordRenewal("nope", Cert("01", 1)).code(), Code::kNotFound);
+  EXPECT_EQ(StoreTestAccess(*store_).RecordRenewal("nope", Cert("01", 1)).code(), Code::kNotFound);
   EXPECT_EQ(store_->RecordRenewalFailure("nope", 1, 1, "x").code(), Code::kNotFound);
   const VolumeRecord got = MustGet("v1");
   EXPECT_FALSE(got.mounted);
@@ -295,7 +297,7 @@ TEST_F(StoreTest, RenewalRecordsNeedAMountedRow) {
 }
 
 TEST_F(StoreTest, DeleteReportsWhetherTheRowExisted) {
-  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("v1")).ok());
   auto first = store_->DeleteVolume("v1");
   ASSERT_TRUE(first.ok());
   EXPECT_TRUE(*first);
@@ -308,23 +310,24 @@ TEST_F(StoreTest, DeleteReportsWhetherTheRowExisted) {
 }
 
 TEST_F(StoreTest, ListsAreOrdered) {
-  for (const char* id : {"c", "a", "d", "b"}) ASSERT_TRUE(store_->RegisterVolume(Volume(id)).ok());
-  ASSERT_TRUE(store_->MarkMounted("c", Cert("0c", 300)).ok());
-  ASSERT_TRUE(store_->MarkMounted("a", Cert("0a", 200)).ok());
-  ASSERT_TRUE(store_->MarkMounted("d", Cert("0d", 100)).ok());
+  for (const char* id : {"c", "a", "d", "b"})
+    ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume(id)).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).MarkMounted("c", Cert("0c", 300)).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).MarkMounted("a", Cert("0a", 200)).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).MarkMounted("d", Cert("0d", 100)).ok());
 
-  auto all = store_->ListVolumes();
+  auto all = StoreTestAccess(*store_).ListVolumes();
   ASSERT_TRUE(all.ok());
   EXPECT_THAT(Ids(*all), ElementsAre("a", "b", "c", "d"));
 
-  auto due = store_->ListMountedByNextIssuance();
+  auto due = StoreTestAccess(*store_).ListMountedByNextIssuance();
   ASSERT_TRUE(due.ok());
   EXPECT_THAT(Ids(*due), ElementsAre("d", "a", "c"));
 }
 
 TEST_F(StoreTest, RowsSurviveReopen) {
-  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
-  ASSERT_TRUE(store_->MarkMounted("v1", Cert("01", 100)).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("v1")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).MarkMounted("v1", Cert("01", 100)).ok());
   Reopen();
   const VolumeRecord got = MustGet("v1");
   EXPECT_TRUE(got.mounted);
@@ -333,15 +336,15 @@ TEST_F(StoreTest, RowsSurviveReopen) {
 }
 
 TEST_F(StoreTest, StartupCleanupKeepsOnlyRowsStillMounted) {
-  ASSERT_TRUE(store_->RegisterVolume(Volume("still-mounted")).ok());
-  ASSERT_TRUE(store_->MarkMounted("still-mounted", Cert("01", 100)).ok());
-  ASSERT_TRUE(store_->RegisterVolume(Volume("gone-after-reboot")).ok());
-  ASSERT_TRUE(store_->MarkMounted("gone-after-reboot", Cert("02", 100)).ok());
-  ASSERT_TRUE(store_->RegisterVolume(Volume("never-published")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("still-mounted")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).MarkMounted("still-mounted", Cert("01", 100)).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("gone-after-reboot")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).MarkMounted("gone-after-reboot", Cert("02", 100)).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("never-published")).ok());
 
   std::set<std::string> asked;
   const std::string kept_path = Volume("still-mounted").target_path;
-  auto result = store_->StartupCleanup([&](const std::string& path) {
+  auto result = StoreTestAccess(*store_).StartupCleanup([&](const std::string& path) {
     asked.insert(path);
     return path == kept_path;
   });
@@ -358,13 +361,13 @@ TEST_F(StoreTest, StartupCleanupKeepsOnlyRowsStillMounted) {
   // Only mounted rows need the mount check.
   EXPECT_THAT(asked, UnorderedElementsAre(kept_path, Volume("gone-after-reboot").target_path));
 
-  auto remaining = store_->ListVolumes();
+  auto remaining = StoreTestAccess(*store_).ListVolumes();
   ASSERT_TRUE(remaining.ok());
   EXPECT_THAT(Ids(*remaining), ElementsAre("still-mounted"));
 }
 
 TEST_F(StoreTest, StartupCleanupOnEmptyStore) {
-  auto result = store_->StartupCleanup([](const std::string&) { return true; });
+  auto result = StoreTestAccess(*store_).StartupCleanup([](const std::string&) { return true; });
   ASSERT_TRUE(result.ok());
   EXPECT_EQ(result->kept, 0);
   EXPECT_EQ(result->unmounted_by_check, 0);
@@ -377,7 +380,7 @@ TEST_F(StoreTest, DatabaseFilesAreOwnerOnlyEvenWithPermissiveUmask) {
   const mode_t old_umask = umask(0);
   Reopen();
   umask(old_umask);
-  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());  // creates the -wal file
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("v1")).ok());  // creates the -wal file
 
   for (const std::string& path : {db_path_, db_path_ + "-wal"}) {
     struct stat info {};
@@ -401,22 +404,22 @@ TEST_F(StoreTest, DatabaseIsInWalMode) {
 }
 
 TEST_F(StoreTest, OpenReaderDoesNotBlockWrites) {
-  ASSERT_TRUE(store_->RegisterVolume(Volume("before")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("before")).ok());
 
   // What an admin's `sqlite3 state.db` session holding a transaction does.
   SQLite::Database admin(db_path_, SQLite::OPEN_READONLY);
   admin.exec("BEGIN");
   EXPECT_EQ(admin.execAndGet("SELECT count(*) FROM volume_status").getInt(), 1);
 
-  ASSERT_TRUE(store_->RegisterVolume(Volume("during")).ok());
-  ASSERT_TRUE(store_->MarkMounted("during", Cert("01", 100)).ok());
-  auto cleanup = store_->StartupCleanup([](const std::string&) { return true; });
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("during")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).MarkMounted("during", Cert("01", 100)).ok());
+  auto cleanup = StoreTestAccess(*store_).StartupCleanup([](const std::string&) { return true; });
   ASSERT_TRUE(cleanup.ok()) << cleanup.status().ToString();
   EXPECT_EQ(cleanup->deleted.size(), 1u);  // "before"
 
   // The reader keeps its snapshot; the store sees its own writes.
   EXPECT_EQ(admin.execAndGet("SELECT count(*) FROM volumes").getInt(), 1);
-  auto all = store_->ListVolumes();
+  auto all = StoreTestAccess(*store_).ListVolumes();
   ASSERT_TRUE(all.ok());
   EXPECT_THAT(Ids(*all), ElementsAre("during"));
 
@@ -426,8 +429,8 @@ TEST_F(StoreTest, OpenReaderDoesNotBlockWrites) {
 
 TEST_F(StoreTest, VolumeStatusViewIsReadable) {
   clock_.SetNowUnix(1'700'000'000);  // 2023-11-14 22:13:20Z
-  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
-  ASSERT_TRUE(store_->MarkMounted("v1", Cert("0a", 1'700'043'200)).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("v1")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).MarkMounted("v1", Cert("0a", 1'700'043'200)).ok());
 
   SQLite::Database admin(db_path_, SQLite::OPEN_READONLY);
   SQLite::Statement row(admin,
@@ -444,19 +447,19 @@ TEST_F(StoreTest, VolumeStatusViewIsReadable) {
 }
 
 TEST_F(StoreTest, VolumeStatusShowsTimeLeftInDaysAndHours) {
-  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("v1")).ok());
   // The view counts from the real time of the query; 30 s of slack keep the
   // expected text stable however slowly the test runs.
   const int64_t real_now = std::time(nullptr);
   const IssuedCertificateFields cert{"0a", real_now, real_now + 12 * 86400 + 3 * 3600 + 30,
                                      real_now + 86400};
-  ASSERT_TRUE(store_->MarkMounted("v1", cert).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).MarkMounted("v1", cert).ok());
   SQLite::Database admin(db_path_, SQLite::OPEN_READONLY);
   EXPECT_EQ(admin.execAndGet("SELECT expires_in FROM volume_status").getString(), "12d 3h");
 }
 
 TEST_F(StoreTest, UnparsableAttributesAreDataLossNamingTheVolume) {
-  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("v1")).ok());
   {
     SQLite::Database admin(db_path_, SQLite::OPEN_READWRITE);
     admin.exec(R"(UPDATE volume_attributes SET attributes = '{"n": 1}' WHERE volume_id = 'v1')");
@@ -464,12 +467,12 @@ TEST_F(StoreTest, UnparsableAttributesAreDataLossNamingTheVolume) {
   auto got = store_->GetVolume("v1");
   EXPECT_EQ(got.status().code(), Code::kDataLoss);
   EXPECT_THAT(got.status().message(), HasSubstr("v1"));
-  auto all = store_->ListVolumes();
+  auto all = StoreTestAccess(*store_).ListVolumes();
   EXPECT_EQ(all.status().code(), Code::kDataLoss);
 }
 
 TEST_F(StoreTest, DamagedFileIsDataLossNamingTheFile) {
-  ASSERT_TRUE(store_->RegisterVolume(Volume("v1")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("v1")).ok());
   store_.reset();
   const std::string copy = dir_.Sub("damaged.db");
   std::filesystem::copy_file(db_path_, copy);
@@ -497,14 +500,14 @@ TEST_F(StoreTest, ConcurrentCallersAreSerialised) {
     threads.emplace_back([this, t] {
       for (int i = 0; i < kPerThread; ++i) {
         const std::string id = "t" + std::to_string(t) + "-" + std::to_string(i);
-        EXPECT_TRUE(store_->RegisterVolume(Volume(id)).ok());
-        EXPECT_TRUE(store_->MarkMounted(id, Cert("01", i)).ok());
-        EXPECT_TRUE(store_->ListMountedByNextIssuance().ok());
+        EXPECT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume(id)).ok());
+        EXPECT_TRUE(StoreTestAccess(*store_).MarkMounted(id, Cert("01", i)).ok());
+        EXPECT_TRUE(StoreTestAccess(*store_).ListMountedByNextIssuance().ok());
       }
     });
   }
   for (std::thread& thread : threads) thread.join();
-  auto all = store_->ListVolumes();
+  auto all = StoreTestAccess(*store_).ListVolumes();
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->size(), static_cast<size_t>(kThreads * kPerThread));
 }
@@ -520,7 +523,7 @@ void Mount(Store& store, const std::string& id, size_t annotation_bytes = 0) {
   VolumeRecord volume = Volume(id);
   if (annotation_bytes > 0)
     volume.attributes["example.com/note"] = std::string(annotation_bytes, 'n');
-  ASSERT_TRUE(store.RegisterVolume(volume).ok());
+  ASSERT_TRUE(StoreTestAccess(store).RegisterVolume(volume).ok());
   ASSERT_TRUE(store.MarkMountedWithHistory(id, Cert("0A", 3), {"ca", 5}, /*history_limit=*/3).ok());
 }
 
@@ -576,8 +579,8 @@ TEST_F(StoreTest, RenewalsDoNotRewriteLargeAttributes) {
 TEST_F(StoreTest, StartupCleanupAndDeleteLeaveNoAttributeRows) {
   Mount(*store_, "kept");
   Mount(*store_, "stale");
-  ASSERT_TRUE(store_->RegisterVolume(Volume("in-flight")).ok());
-  ASSERT_TRUE(store_->RegisterVolume(Volume("unpublished")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("in-flight")).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume("unpublished")).ok());
   ASSERT_EQ(Count(db_path_, "SELECT count(*) FROM volume_attributes"), 4);
 
   ASSERT_TRUE(store_->DeleteVolume("unpublished").ok());
@@ -605,7 +608,7 @@ TEST_F(StoreTest, AnOrphanLeftByAHandDeleteDoesNotBlockTheId) {
   ASSERT_EQ(Count(db_path_, "SELECT count(*) FROM volume_attributes"), 1);
   VolumeRecord again = Volume("v1");
   again.attributes["csi.cert-manager.io/common-name"] = "second";
-  ASSERT_TRUE(store_->RegisterVolume(again).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(again).ok());
   auto got = store_->GetVolume("v1");
   ASSERT_TRUE(got.ok() && got->has_value());
   EXPECT_EQ((*got)->attributes.at("csi.cert-manager.io/common-name"), "second");
@@ -620,7 +623,7 @@ TEST_F(StoreTest, AMissingAttributesRowIsDataLossNamingTheVolume) {
   auto got = store_->GetVolume("v1");
   EXPECT_EQ(got.status().code(), Code::kDataLoss);
   EXPECT_THAT(got.status().message(), HasSubstr("v1"));
-  EXPECT_EQ(store_->ListMountedByNextIssuance().status().code(), Code::kDataLoss);
+  EXPECT_EQ(StoreTestAccess(*store_).ListMountedByNextIssuance().status().code(), Code::kDataLoss);
 }
 
 TEST(StoreMigrationTest, Version3RowsAreCarriedOver) {
@@ -642,12 +645,12 @@ TEST(StoreMigrationTest, Version3RowsAreCarriedOver) {
   testing::FakeClock clock;
   auto store = Store::Open(db_path, clock);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_GE((*store)->schema_version(), 4);
+  EXPECT_GE(StoreTestAccess(**store).schema_version(), 4);
   auto got = (*store)->GetVolume("old-mounted");
   ASSERT_TRUE(got.ok() && got->has_value()) << got.status().ToString();
   EXPECT_EQ((*got)->attributes.at("csi.cert-manager.io/common-name"), "web");
   EXPECT_EQ((*got)->serial, "0A");
-  auto listed = (*store)->ListVolumes();
+  auto listed = StoreTestAccess(**store).ListVolumes();
   ASSERT_TRUE(listed.ok());
   EXPECT_EQ(listed->size(), 2u);
 

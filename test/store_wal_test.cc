@@ -8,6 +8,7 @@
 
 #include "state/store.h"
 #include "support/fake_clock.h"
+#include "support/store_test_access.h"
 #include "support/temp_dir.h"
 
 namespace certmount {
@@ -47,8 +48,8 @@ class StoreWalTest : public ::testing::Test {
   }
 
   void Mount(const std::string& id, size_t attribute_bytes) {
-    ASSERT_TRUE(store_->RegisterVolume(Volume(id, attribute_bytes)).ok());
-    ASSERT_TRUE(store_->MarkMounted(id, {"01", 1, 2, 3}).ok());
+    ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(Volume(id, attribute_bytes)).ok());
+    ASSERT_TRUE(StoreTestAccess(*store_).MarkMounted(id, {"01", 1, 2, 3}).ok());
   }
 
   testing::TempDir dir_;

@@ -12,6 +12,7 @@
 #include "issue/local_ca.h"
 #include "renew/volume_health.h"
 #include "support/fake_clock.h"
+#include "support/store_test_access.h"
 #include "support/temp_dir.h"
 #include "volume/issuance.h"
 #include "volume/volume_layout.h"
@@ -49,7 +50,7 @@ class VolumeStatsTest : public ::testing::Test {
     record.attributes = {{"csi.cert-manager.io/issuer-name", "ca"},
                          {"csi.cert-manager.io/dns-names", "stats.example"},
                          {"csi.cert-manager.io/duration", "1h"}};
-    EXPECT_TRUE(store_->RegisterVolume(record).ok());
+    EXPECT_TRUE(StoreTestAccess(*store_).RegisterVolume(record).ok());
     EXPECT_TRUE(Env::Default()->CreateDirectories(layout.data, 0700).ok());
     auto spec = ParseAttributes(record.attributes);
     IssuanceRequest request;
@@ -58,7 +59,7 @@ class VolumeStatsTest : public ::testing::Test {
     request.layout = layout;
     auto fields = IssueIntoVolume(request, ca_.get(), Env::Default(), clock_.SteadyNow() + 60s, {});
     EXPECT_TRUE(fields.ok()) << fields.status().ToString();
-    EXPECT_TRUE(store_->MarkMounted(id, *fields).ok());
+    EXPECT_TRUE(StoreTestAccess(*store_).MarkMounted(id, *fields).ok());
     return layout.data;
   }
 
@@ -154,7 +155,7 @@ TEST_F(VolumeStatsTest, VolumeStillPublishingIsNotFound) {
   VolumeRecord record;
   record.volume_id = "p";
   record.target_path = dir_.Sub("p");
-  ASSERT_TRUE(store_->RegisterVolume(record).ok());
+  ASSERT_TRUE(StoreTestAccess(*store_).RegisterVolume(record).ok());
   csi::v1::NodeGetVolumeStatsResponse response;
   EXPECT_EQ(Stats("p", record.target_path, &response).error_code(), grpc::StatusCode::NOT_FOUND);
 }

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -63,8 +64,11 @@ class [[nodiscard]] Status {
   // "CODE: message", for logs and test failure output.
   std::string ToString() const;
 
-  // Returns a copy whose message is prefixed with `context`, keeping the code.
-  Status WithContext(const std::string& context) const;
+  // Returns a copy, keeping the code, whose message is "<context>: <message>"
+  // with exactly one ": " between them: a `context` that already ends in ": "
+  // is not given a second one, and an empty context leaves the message as it
+  // was. OK stays OK.
+  Status WithContext(std::string_view context) const;
 
  private:
   Code code_ = Code::kOk;
@@ -75,7 +79,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : value_(std::move(status)) {}  // NOLINT: must not be ok
 
   bool ok() const { return std::holds_alternative<T>(value_); }
@@ -98,9 +102,9 @@ class [[nodiscard]] Result {
 }  // namespace certmount
 
 // Returns from the enclosing function when `expr` (a Status) is not ok.
-#define CERTMOUNT_RETURN_IF_ERROR(expr)              \
-  do {                                               \
-    ::certmount::Status certmount_status_ = (expr);  \
+#define CERTMOUNT_RETURN_IF_ERROR(expr)                    \
+  do {                                                     \
+    ::certmount::Status certmount_status_ = (expr);        \
     if (!certmount_status_.ok()) return certmount_status_; \
   } while (0)
 
@@ -108,8 +112,8 @@ class [[nodiscard]] Result {
 #define CERTMOUNT_CONCAT(a, b) CERTMOUNT_CONCAT_INNER(a, b)
 
 // Declares `lhs` from a Result expression, returning its Status on failure.
-#define CERTMOUNT_ASSIGN_OR_RETURN(lhs, expr)                                  \
-  auto CERTMOUNT_CONCAT(certmount_result_, __LINE__) = (expr);                 \
-  if (!CERTMOUNT_CONCAT(certmount_result_, __LINE__).ok())                     \
-    return CERTMOUNT_CONCAT(certmount_result_, __LINE__).status();             \
+#define CERTMOUNT_ASSIGN_OR_RETURN(lhs, expr)                      \
+  auto CERTMOUNT_CONCAT(certmount_result_, __LINE__) = (expr);     \
+  if (!CERTMOUNT_CONCAT(certmount_result_, __LINE__).ok())         \
+    return CERTMOUNT_CONCAT(certmount_result_, __LINE__).status(); \
   lhs = std::move(CERTMOUNT_CONCAT(certmount_result_, __LINE__)).value()

@@ -20,6 +20,20 @@ Status BadAddress(const std::string& text) {
                                  "from 1 to 65535");
 }
 
+// 500 with the exception's text, for a handler that threw.
+void AnswerInternalError(const httplib::Request&, httplib::Response& response,
+                         std::exception_ptr error) {
+  std::string what = "unknown error";
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  response.status = 500;
+  response.set_content("internal error: " + what + "\n", "text/plain");
+}
+
 }  // namespace
 
 Result<MetricsAddress> ParseMetricsAddress(const std::string& text) {
@@ -133,8 +147,7 @@ MetricsServer::MetricsServer(metrics::Registry* registry, Store* store)
 
 MetricsServer::~MetricsServer() { Stop(); }
 
-Status MetricsServer::Start(const MetricsAddress& address) {
-  server_ = std::make_unique<httplib::Server>();
+void MetricsServer::AddRoutes() {
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
     response.set_content(registry_->Render(), kContentType);
   });
@@ -142,34 +155,32 @@ Status MetricsServer::Start(const MetricsAddress& address) {
     response.set_content("ok\n", "text/plain");
   });
   server_->Get("/readyz", [this](const httplib::Request&, httplib::Response& response) {
-    if (!startup_complete_) {
-      response.status = 503;
-      response.set_content("not ready: startup (cleanup, schedule, CSI socket) is not complete\n",
-                           "text/plain");
-      return;
-    }
-    Status writable = store_->CheckWritable();
-    if (!writable.ok()) {
-      response.status = 503;
-      response.set_content("not ready: the database is not writable: " + writable.ToString() + "\n",
-                           "text/plain");
-      return;
-    }
-    response.set_content("ok\n", "text/plain");
+    AnswerReadiness(response);
   });
   // A handler that throws answers 500 instead of ending the thread.
-  server_->set_exception_handler(
-      [](const httplib::Request&, httplib::Response& response, std::exception_ptr error) {
-        std::string what = "unknown error";
-        try {
-          std::rethrow_exception(error);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        response.status = 500;
-        response.set_content("internal error: " + what + "\n", "text/plain");
-      });
+  server_->set_exception_handler(AnswerInternalError);
+}
+
+void MetricsServer::AnswerReadiness(httplib::Response& response) const {
+  if (!startup_complete_) {
+    response.status = 503;
+    response.set_content("not ready: startup (cleanup, schedule, CSI socket) is not complete\n",
+                         "text/plain");
+    return;
+  }
+  Status writable = store_->CheckWritable();
+  if (!writable.ok()) {
+    response.status = 503;
+    response.set_content("not ready: the database is not writable: " + writable.ToString() + "\n",
+                         "text/plain");
+    return;
+  }
+  response.set_content("ok\n", "text/plain");
+}
+
+Status MetricsServer::Start(const MetricsAddress& address) {
+  server_ = std::make_unique<httplib::Server>();
+  AddRoutes();
 
   const std::string shown = address.host.find(':') != std::string::npos
                                 ? "[" + address.host + "]:" + std::to_string(address.port)

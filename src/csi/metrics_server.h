@@ -22,7 +22,8 @@
 
 namespace httplib {
 class Server;
-}
+struct Response;
+}  // namespace httplib
 
 namespace certmount {
 
@@ -83,6 +84,12 @@ class MetricsServer {
   void Stop();
 
  private:
+  // /metrics, /healthz and /readyz on server_.
+  void AddRoutes();
+  // 200 once startup is complete and the database takes writes, else 503
+  // saying which is missing.
+  void AnswerReadiness(httplib::Response& response) const;
+
   metrics::Registry* registry_;
   Store* store_;
   std::atomic<bool> startup_complete_{false};

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <ranges>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@
 #include "issue/dn.h"
 #include "issue/go_duration.h"
 #include "issue/go_url.h"
+#include "issue/key_usages.h"
 
 namespace certmount {
 namespace {
@@ -82,31 +84,6 @@ constexpr std::array<std::string_view, 33> kKnownAttributes = {
     kKeyUsages,       kKeyAlgorithm,        kKeySize,      kKeyEncoding, kReusePrivateKey,
     kCertificateFile, kPrivateKeyFile,      kCaFile,       kFsGroup,     kPkcs12Enable,
     kPkcs12Filename,  kPkcs12Password,      kPkcs12Profile};
-
-// cert-manager's KeyUsage names (key usages and extended key usages).
-constexpr std::array<std::string_view, 23> kKnownUsages = {"signing",
-                                                           "digital signature",
-                                                           "content commitment",
-                                                           "key encipherment",
-                                                           "key agreement",
-                                                           "data encipherment",
-                                                           "cert sign",
-                                                           "crl sign",
-                                                           "encipher only",
-                                                           "decipher only",
-                                                           "any",
-                                                           "server auth",
-                                                           "client auth",
-                                                           "code signing",
-                                                           "email protection",
-                                                           "s/mime",
-                                                           "ipsec end system",
-                                                           "ipsec tunnel",
-                                                           "ipsec user",
-                                                           "timestamping",
-                                                           "ocsp signing",
-                                                           "microsoft sgc",
-                                                           "netscape sgc"};
 
 constexpr int64_t kMaxFsGroup = 4294967294;  // 2^32 - 2: (uint32_t)-1 means "no group"
 constexpr size_t kMaxFileNameBytes = 255;
@@ -627,10 +604,11 @@ class AttributeParser {
     CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> listed,
                                GetList(kKeyUsages, /*expand=*/false));
     for (const std::string& usage : listed) {
-      if (std::find(kKnownUsages.begin(), kKnownUsages.end(), usage) == kKnownUsages.end()) {
+      if (FindKeyUsage(usage, NameMatch::kExact) == nullptr) {
         return InvalidValue(
             kKeyUsages, usage,
-            "is not a cert-manager key usage; known usages are " + JoinQuoted(kKnownUsages));
+            "is not a cert-manager key usage; known usages are " +
+                JoinQuoted(KnownKeyUsages() | std::views::transform(&KeyUsageName::name)));
       }
       if (std::find(spec.usages.begin(), spec.usages.end(), usage) == spec.usages.end()) {
         spec.usages.push_back(usage);
@@ -738,51 +716,60 @@ class AttributeParser {
     CERTMOUNT_ASSIGN_OR_RETURN(spec.private_key_file,
                                GetFileName(kPrivateKeyFile, spec.private_key_file));
     CERTMOUNT_ASSIGN_OR_RETURN(spec.ca_file, GetFileName(kCaFile, spec.ca_file));
+    CERTMOUNT_RETURN_IF_ERROR(ParseFsGroup(spec));
+    CERTMOUNT_RETURN_IF_ERROR(ParsePkcs12(spec));
+    return CheckFileNamesDiffer(spec);
+  }
 
-    if (auto fs_group = Get(kFsGroup)) {
-      bool digits =
-          fs_group->size() <= 10 && std::all_of(fs_group->begin(), fs_group->end(),
-                                                [](char c) { return c >= '0' && c <= '9'; });
-      if (!digits || std::stoll(*fs_group) > kMaxFsGroup) {
-        return InvalidValue(kFsGroup, *fs_group, "must be a group ID between 0 and 4294967294");
-      }
-      spec.fs_group = static_cast<uint32_t>(std::stoll(*fs_group));
+  Status ParseFsGroup(CertificateSpec& spec) const {
+    auto fs_group = Get(kFsGroup);
+    if (!fs_group) return Status::Ok();
+    bool digits =
+        fs_group->size() <= 10 && std::all_of(fs_group->begin(), fs_group->end(),
+                                              [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || std::stoll(*fs_group) > kMaxFsGroup) {
+      return InvalidValue(kFsGroup, *fs_group, "must be a group ID between 0 and 4294967294");
     }
+    spec.fs_group = static_cast<uint32_t>(std::stoll(*fs_group));
+    return Status::Ok();
+  }
 
-    // As in csi-driver, the keystore attributes only mean something next to
-    // pkcs12-enable.
-    // As csi-driver: once pkcs12-enable is set, "true" or "false", a password
-    // is required and the keystore's file name must differ from the others;
-    // without it the keystore attributes are errors.
+  // As csi-driver: once pkcs12-enable is set, "true" or "false", a password
+  // is required and the keystore's file name must differ from the others;
+  // without it the keystore attributes are errors.
+  Status ParsePkcs12(CertificateSpec& spec) const {
     if (!Get(kPkcs12Enable)) {
       for (std::string_view name : {kPkcs12Filename, kPkcs12Password, kPkcs12Profile}) {
         if (Get(name)) {
           return Invalid(name, "requires " + FullKey(kPkcs12Enable) + " to be set");
         }
       }
-    } else {
-      CERTMOUNT_ASSIGN_OR_RETURN(spec.pkcs12_enable, GetBool(kPkcs12Enable, false));
-      CERTMOUNT_ASSIGN_OR_RETURN(spec.pkcs12_filename,
-                                 GetFileName(kPkcs12Filename, spec.pkcs12_filename));
-      if (auto password = Get(kPkcs12Password)) spec.pkcs12_password = *password;
-      if (spec.pkcs12_password.empty()) {
-        return Invalid(kPkcs12Password, "required when " + FullKey(kPkcs12Enable) + " is set");
-      }
-      if (auto profile = Get(kPkcs12Profile)) {
-        if (*profile == "LegacyRC2") {
-          spec.pkcs12_profile = Pkcs12Profile::kLegacyRc2;
-        } else if (*profile == "LegacyDES") {
-          spec.pkcs12_profile = Pkcs12Profile::kLegacyDes;
-        } else if (*profile == "Modern2023") {
-          spec.pkcs12_profile = Pkcs12Profile::kModern2023;
-        } else {
-          return InvalidValue(kPkcs12Profile, *profile,
-                              "is not a PKCS#12 profile; use \"LegacyRC2\", \"LegacyDES\" or "
-                              "\"Modern2023\" (cert-manager's names)");
-        }
-      }
+      return Status::Ok();
     }
+    CERTMOUNT_ASSIGN_OR_RETURN(spec.pkcs12_enable, GetBool(kPkcs12Enable, false));
+    CERTMOUNT_ASSIGN_OR_RETURN(spec.pkcs12_filename,
+                               GetFileName(kPkcs12Filename, spec.pkcs12_filename));
+    if (auto password = Get(kPkcs12Password)) spec.pkcs12_password = *password;
+    if (spec.pkcs12_password.empty()) {
+      return Invalid(kPkcs12Password, "required when " + FullKey(kPkcs12Enable) + " is set");
+    }
+    auto profile = Get(kPkcs12Profile);
+    if (!profile) return Status::Ok();
+    if (*profile == "LegacyRC2") {
+      spec.pkcs12_profile = Pkcs12Profile::kLegacyRc2;
+    } else if (*profile == "LegacyDES") {
+      spec.pkcs12_profile = Pkcs12Profile::kLegacyDes;
+    } else if (*profile == "Modern2023") {
+      spec.pkcs12_profile = Pkcs12Profile::kModern2023;
+    } else {
+      return InvalidValue(kPkcs12Profile, *profile,
+                          "is not a PKCS#12 profile; use \"LegacyRC2\", \"LegacyDES\" or "
+                          "\"Modern2023\" (cert-manager's names)");
+    }
+    return Status::Ok();
+  }
 
+  Status CheckFileNamesDiffer(const CertificateSpec& spec) const {
     std::vector<std::pair<std::string_view, const std::string*>> files = {
         {kCertificateFile, &spec.certificate_file},
         {kPrivateKeyFile, &spec.private_key_file},

@@ -29,6 +29,81 @@ Status Invalid(std::string_view what, std::string_view text) {
   return Status::InvalidArgument(std::string(what) + " duration \"" + std::string(text) + "\"");
 }
 
+// Reads the digits at the front of `rest` into `whole`. False when there are
+// none; `overflow` is set when they exceed kMaxMagnitude (overflow of the
+// whole duration).
+bool ReadWhole(std::string_view& rest, uint64_t& whole, bool& overflow) {
+  bool digits = false;
+  while (!rest.empty() && IsDigit(rest[0])) {
+    digits = true;
+    uint64_t digit = static_cast<uint64_t>(rest[0] - '0');
+    if (whole > (kMaxMagnitude - digit) / 10) overflow = true;
+    if (!overflow) whole = whole * 10 + digit;
+    rest.remove_prefix(1);
+  }
+  return digits;
+}
+
+// A fraction read as value / scale.
+struct Fraction {
+  unsigned __int128 value = 0;
+  unsigned __int128 scale = 1;
+  bool digits = false;
+};
+
+// Reads ".ddd" at the front of `rest`, if there is one. Digits beyond what
+// 128-bit arithmetic needs cannot change the nanosecond result, so they are
+// read and dropped.
+Fraction ReadFraction(std::string_view& rest) {
+  Fraction fraction;
+  if (rest.empty() || rest[0] != '.') return fraction;
+  rest.remove_prefix(1);
+  while (!rest.empty() && IsDigit(rest[0])) {
+    fraction.digits = true;
+    if (fraction.scale < static_cast<unsigned __int128>(10'000'000'000'000'000'000ULL)) {
+      fraction.value = fraction.value * 10 + static_cast<unsigned>(rest[0] - '0');
+      fraction.scale *= 10;
+    }
+    rest.remove_prefix(1);
+  }
+  return fraction;
+}
+
+// Reads the unit at the front of `rest`: its length in nanoseconds.
+// `text` is the whole duration, for the messages.
+Result<uint64_t> ReadUnit(std::string_view& rest, std::string_view text) {
+  size_t unit_length = 0;
+  while (unit_length < rest.size() && rest[unit_length] != '.' && !IsDigit(rest[unit_length])) {
+    ++unit_length;
+  }
+  if (unit_length == 0) return Invalid("missing unit in", text);
+  std::string_view unit_text = rest.substr(0, unit_length);
+  uint64_t unit = 0;
+  for (const auto& [name, nanoseconds] : kUnits) {
+    if (unit_text == name) unit = nanoseconds;
+  }
+  if (unit == 0) {
+    return Status::InvalidArgument("unknown unit \"" + std::string(unit_text) +
+                                   "\" in duration \"" + std::string(text) + "\"");
+  }
+  rest.remove_prefix(unit_length);
+  return unit;
+}
+
+// Reads one "<number><unit>" at the front of `rest` and returns it in
+// nanoseconds (possibly more than any duration holds; the caller checks).
+Result<unsigned __int128> ReadComponent(std::string_view& rest, std::string_view text) {
+  if (!IsDigit(rest[0]) && rest[0] != '.') return Invalid("invalid", text);
+  uint64_t whole = 0;
+  bool overflow = false;
+  const bool whole_digits = ReadWhole(rest, whole, overflow);
+  if (overflow) return Invalid("invalid", text);
+  const Fraction fraction = ReadFraction(rest);
+  if (!whole_digits && !fraction.digits) return Invalid("invalid", text);
+  CERTMOUNT_ASSIGN_OR_RETURN(const uint64_t unit, ReadUnit(rest, text));
+  return static_cast<unsigned __int128>(whole) * unit + fraction.value * unit / fraction.scale;
+}
+
 }  // namespace
 
 Result<std::chrono::nanoseconds> ParseGoDuration(std::string_view text) {
@@ -43,57 +118,7 @@ Result<std::chrono::nanoseconds> ParseGoDuration(std::string_view text) {
 
   uint64_t total = 0;
   while (!rest.empty()) {
-    if (!IsDigit(rest[0]) && rest[0] != '.') return Invalid("invalid", text);
-
-    // Integer part; overflow here is overflow of the whole duration.
-    uint64_t whole = 0;
-    bool whole_digits = false;
-    bool overflow = false;
-    while (!rest.empty() && IsDigit(rest[0])) {
-      whole_digits = true;
-      uint64_t digit = static_cast<uint64_t>(rest[0] - '0');
-      if (whole > (kMaxMagnitude - digit) / 10) overflow = true;
-      if (!overflow) whole = whole * 10 + digit;
-      rest.remove_prefix(1);
-    }
-    if (overflow) return Invalid("invalid", text);
-
-    // Fraction: digits beyond what 128-bit arithmetic needs cannot change
-    // the nanosecond result, so they are read and dropped.
-    unsigned __int128 fraction = 0;
-    unsigned __int128 scale = 1;
-    bool fraction_digits = false;
-    if (!rest.empty() && rest[0] == '.') {
-      rest.remove_prefix(1);
-      while (!rest.empty() && IsDigit(rest[0])) {
-        fraction_digits = true;
-        if (scale < static_cast<unsigned __int128>(10'000'000'000'000'000'000ULL)) {
-          fraction = fraction * 10 + static_cast<unsigned>(rest[0] - '0');
-          scale *= 10;
-        }
-        rest.remove_prefix(1);
-      }
-    }
-    if (!whole_digits && !fraction_digits) return Invalid("invalid", text);
-
-    size_t unit_length = 0;
-    while (unit_length < rest.size() && rest[unit_length] != '.' && !IsDigit(rest[unit_length])) {
-      ++unit_length;
-    }
-    if (unit_length == 0) return Invalid("missing unit in", text);
-    std::string_view unit_text = rest.substr(0, unit_length);
-    uint64_t unit = 0;
-    for (const auto& [name, nanoseconds] : kUnits) {
-      if (unit_text == name) unit = nanoseconds;
-    }
-    if (unit == 0) {
-      return Status::InvalidArgument("unknown unit \"" + std::string(unit_text) +
-                                     "\" in duration \"" + std::string(text) + "\"");
-    }
-    rest.remove_prefix(unit_length);
-
-    unsigned __int128 value = static_cast<unsigned __int128>(whole) * unit;
-    value += fraction * unit / scale;
+    CERTMOUNT_ASSIGN_OR_RETURN(unsigned __int128 value, ReadComponent(rest, text));
     value += total;
     if (value > kMaxMagnitude) return Invalid("invalid", text);
     total = static_cast<uint64_t>(value);

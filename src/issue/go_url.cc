@@ -153,6 +153,46 @@ Result<std::string> Authority(std::string_view authority) {
   return written;
 }
 
+// Go's getScheme: the lower-cased scheme before the first ':' (empty when
+// there is none), with `rest` set to what follows it.
+Result<std::string> SplitScheme(std::string_view uri, std::string_view& rest) {
+  rest = uri;
+  for (size_t i = 0; i < uri.size(); ++i) {
+    const char c = uri[i];
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) continue;
+    if (i > 0 && ((c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.')) continue;
+    if (c != ':') return std::string();
+    if (i == 0) return Status::InvalidArgument("missing protocol scheme");
+    std::string scheme(uri.substr(0, i));
+    std::transform(scheme.begin(), scheme.end(), scheme.begin(),
+                   [](char s) { return (s >= 'A' && s <= 'Z') ? static_cast<char>(s + 32) : s; });
+    rest = uri.substr(i + 1);
+    return scheme;
+  }
+  return std::string();
+}
+
+// A rooted rest ("/..." or, after a scheme, "//authority/..."), as Go
+// writes it back: the authority, then the escaped path.
+Result<std::string> RootedPart(std::string_view rest, bool has_scheme) {
+  std::string written;
+  std::string authority;
+  bool has_authority = false;
+  if (has_scheme && rest.starts_with("//")) {
+    std::string_view text = rest.substr(2);
+    const size_t slash = text.find('/');
+    rest = slash == std::string_view::npos ? std::string_view() : text.substr(slash);
+    CERTMOUNT_ASSIGN_OR_RETURN(authority, Authority(text.substr(0, slash)));
+    has_authority = true;
+  }
+  CERTMOUNT_ASSIGN_OR_RETURN(std::string path, EscapedPath(rest));
+  // Go writes "//" when there is a host, user info or path after the scheme.
+  if (has_authority && (!authority.empty() || !path.empty())) {
+    written.append("//").append(authority);
+  }
+  return written.append(path);
+}
+
 }  // namespace
 
 Result<std::string> GoRequestUri(std::string_view uri) {
@@ -162,21 +202,8 @@ Result<std::string> GoRequestUri(std::string_view uri) {
   }
   if (uri.empty()) return Status::InvalidArgument("empty url");
   if (uri == "*") return std::string("*");
-  std::string scheme;
-  std::string_view rest = uri;
-  for (size_t i = 0; i < uri.size(); ++i) {
-    const char c = uri[i];
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) continue;
-    if (i > 0 && ((c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.')) continue;
-    if (c == ':') {
-      if (i == 0) return Status::InvalidArgument("missing protocol scheme");
-      scheme = uri.substr(0, i);
-      std::transform(scheme.begin(), scheme.end(), scheme.begin(),
-                     [](char s) { return (s >= 'A' && s <= 'Z') ? static_cast<char>(s + 32) : s; });
-      rest = uri.substr(i + 1);
-    }
-    break;
-  }
+  std::string_view rest;
+  CERTMOUNT_ASSIGN_OR_RETURN(const std::string scheme, SplitScheme(uri, rest));
   std::string_view query;
   const size_t question = rest.find('?');
   const bool has_query = question != std::string_view::npos;
@@ -191,24 +218,8 @@ Result<std::string> GoRequestUri(std::string_view uri) {
     if (scheme.empty()) return Status::InvalidArgument("invalid URI for request");
     written.append(rest);
   } else {
-    std::string authority;
-    bool has_authority = false;
-    if (!scheme.empty() && rest.starts_with("//")) {
-      std::string_view text = rest.substr(2);
-      const size_t slash = text.find('/');
-      rest = slash == std::string_view::npos ? std::string_view() : text.substr(slash);
-      Result<std::string> parsed = Authority(text.substr(0, slash));
-      if (!parsed.ok()) return parsed.status();
-      authority = *parsed;
-      has_authority = true;
-    }
-    Result<std::string> path = EscapedPath(rest);
-    if (!path.ok()) return path.status();
-    // Go writes "//" when there is a host, user info or path after the scheme.
-    if (has_authority && (!authority.empty() || !path->empty())) {
-      written.append("//").append(authority);
-    }
-    written.append(*path);
+    CERTMOUNT_ASSIGN_OR_RETURN(const std::string rooted, RootedPart(rest, !scheme.empty()));
+    written.append(rooted);
   }
   if (has_query) written.append("?").append(query);
   if (std::any_of(written.begin(), written.end(),

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "issue/key_usages.h"
 #include "issue/openssl_ptr.h"
 
 namespace certmount {
@@ -158,35 +159,6 @@ Result<std::string> CertificatePem(X509* cert) {
 
 // ---- usages ------------------------------------------------------------------------
 
-struct UsageName {
-  const char* name;
-  int value;  // keyUsage bit number, or extendedKeyUsage NID
-};
-
-// RFC 5280 4.2.1.3 bit numbers for cert-manager's key usage names.
-constexpr UsageName kKeyUsages[] = {
-    {"signing", 0},          {"digital signature", 0}, {"content commitment", 1},
-    {"key encipherment", 2}, {"data encipherment", 3}, {"key agreement", 4},
-    {"cert sign", 5},        {"crl sign", 6},          {"encipher only", 7},
-    {"decipher only", 8},
-};
-
-constexpr UsageName kExtendedKeyUsages[] = {
-    {"any", NID_anyExtendedKeyUsage},
-    {"server auth", NID_server_auth},
-    {"client auth", NID_client_auth},
-    {"code signing", NID_code_sign},
-    {"email protection", NID_email_protect},
-    {"s/mime", NID_email_protect},
-    {"ipsec end system", NID_ipsecEndSystem},
-    {"ipsec tunnel", NID_ipsecTunnel},
-    {"ipsec user", NID_ipsecUser},
-    {"timestamping", NID_time_stamp},
-    {"ocsp signing", NID_OCSP_sign},
-    {"microsoft sgc", NID_ms_sgc},
-    {"netscape sgc", NID_ns_sgc},
-};
-
 struct Usages {
   std::vector<int> key_usage_bits;
   std::vector<int> extended_nids;
@@ -196,25 +168,14 @@ void AddUnique(std::vector<int>& values, int value) {
   if (std::find(values.begin(), values.end(), value) == values.end()) values.push_back(value);
 }
 
-const UsageName* FindUsage(const std::string& name, const UsageName* begin, const UsageName* end) {
-  for (const UsageName* usage = begin; usage != end; ++usage) {
-    if (strcasecmp(usage->name, name.c_str()) == 0) return usage;
-  }
-  return nullptr;
-}
-
 Result<Usages> ParseUsages(const std::vector<std::string>& names, bool is_ca) {
   Usages usages;
   for (const std::string& name : names) {
-    if (const UsageName* key_usage =
-            FindUsage(name, std::begin(kKeyUsages), std::end(kKeyUsages))) {
-      AddUnique(usages.key_usage_bits, key_usage->value);
-    } else if (const UsageName* extended =
-                   FindUsage(name, std::begin(kExtendedKeyUsages), std::end(kExtendedKeyUsages))) {
-      AddUnique(usages.extended_nids, extended->value);
-    } else {
+    const KeyUsageName* usage = FindKeyUsage(name, NameMatch::kIgnoreAsciiCase);
+    if (usage == nullptr)
       return Status::InvalidArgument("unknown certificate usage '" + name + "'");
-    }
+    AddUnique(usage->kind == KeyUsageKind::kKeyUsage ? usages.key_usage_bits : usages.extended_nids,
+              usage->value);
   }
   if (is_ca) AddUnique(usages.key_usage_bits, 5);  // keyCertSign
   return usages;

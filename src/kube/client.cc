@@ -41,6 +41,52 @@ bool StartsWith(std::string_view text, std::string_view prefix) {
   return text.size() >= prefix.size() && text.substr(0, prefix.size()) == prefix;
 }
 
+// The server's CA, TLS verification and the client certificate from
+// `config`.
+void SetTlsOptions(CURL* curl, const KubeConfig& config) {
+  // Blobs are copied by curl, so they need not outlive this call.
+  if (!config.ca_pem.empty()) {
+    curl_blob ca{const_cast<char*>(config.ca_pem.data()), config.ca_pem.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(curl, CURLOPT_CAINFO_BLOB, &ca);
+  }
+  if (config.insecure_skip_tls_verify) {
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  if (!config.client_certificate_pem.empty()) {
+    curl_blob cert{const_cast<char*>(config.client_certificate_pem.data()),
+                   config.client_certificate_pem.size(), CURL_BLOB_COPY};
+    curl_blob key{const_cast<char*>(config.client_key_pem.data()), config.client_key_pem.size(),
+                  CURL_BLOB_COPY};
+    curl_easy_setopt(curl, CURLOPT_SSLCERT_BLOB, &cert);
+    curl_easy_setopt(curl, CURLOPT_SSLCERTTYPE, "PEM");
+    curl_easy_setopt(curl, CURLOPT_SSLKEY_BLOB, &key);
+    curl_easy_setopt(curl, CURLOPT_SSLKEYTYPE, "PEM");
+  }
+}
+
+// Headers (with `token` as the bearer token, if any), method and body of
+// `request`. The returned list must outlive the transfer.
+SlistPtr SetRequestOptions(CURL* curl, const Request& request, const std::string& token) {
+  SlistPtr headers;
+  AppendHeader(headers, "Accept: application/json");
+  if (!token.empty()) AppendHeader(headers, "Authorization: Bearer " + token);
+  if (!request.body.empty()) AppendHeader(headers, "Content-Type: application/json");
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers.get());
+
+  if (request.method == "POST") {
+    curl_easy_setopt(curl, CURLOPT_POST, 1L);
+  } else if (request.method != "GET") {
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+  }
+  if (!request.body.empty() || request.method == "POST") {
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.data());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
+                     static_cast<curl_off_t>(request.body.size()));
+  }
+  return headers;
+}
+
 }  // namespace
 
 struct Client::CurlHandle {
@@ -125,6 +171,43 @@ struct Client::Attempt {
       *self->retry_after = std::string(value);
     }
     return bytes;
+  }
+
+  // Points `curl` at `url` with this attempt's callbacks, curl's error text
+  // into `error_buffer` and the time limits; no redirects, http(s) only.
+  void SetTransferOptions(const std::string& url, char* error_buffer,
+                          std::chrono::milliseconds timeout,
+                          std::chrono::milliseconds connect_timeout) {
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error_buffer);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "https,http");
+    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect_timeout.count()));
+    curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &Attempt::OnWrite);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, this);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, &Attempt::OnHeader);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, this);
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, &Attempt::OnProgress);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, this);
+    curl_easy_setopt(curl, CURLOPT_USERAGENT, "certmount/" CERTMOUNT_VERSION);
+  }
+
+  // The Status for a transfer that ended with `result` (not CURLE_OK):
+  // CANCELLED, DEADLINE_EXCEEDED, INTERNAL for an oversized answer, else
+  // UNAVAILABLE naming `server`. `what` is "METHOD path".
+  Status Failure(CURLcode result, const char* error_buffer, const std::string& what,
+                 const std::string& server) const {
+    std::string detail = error_buffer[0] != '\0' ? error_buffer : curl_easy_strerror(result);
+    if (cancelled) return Status::Cancelled(what + " cancelled");
+    if (deadline_passed || result == CURLE_OPERATION_TIMEDOUT) {
+      return Status::DeadlineExceeded(what + " ran out of time: " + detail);
+    }
+    if (body_too_large) return Status::Internal(what + ": answer larger than 64 MiB");
+    return Status::Unavailable("API server " + server + " unreachable (" + what + "): " + detail);
   }
 
   static int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
@@ -216,60 +299,11 @@ Result<Response> Client::Send(const Request& request,
 
   const std::string url = config_.server + request.path;
   char error_buffer[CURL_ERROR_SIZE] = {};
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error_buffer);
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "https,http");
-  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(remaining.count()));
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(std::min(remaining, options_.connect_timeout).count()));
-  curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &Attempt::OnWrite);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &attempt);
-  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, &Attempt::OnHeader);
-  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &attempt);
-  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, &Attempt::OnProgress);
-  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &attempt);
-  curl_easy_setopt(curl, CURLOPT_USERAGENT, "certmount/" CERTMOUNT_VERSION);
-
-  // Blobs are copied by curl, so they need not outlive this call.
-  if (!config_.ca_pem.empty()) {
-    curl_blob ca{const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(), CURL_BLOB_COPY};
-    curl_easy_setopt(curl, CURLOPT_CAINFO_BLOB, &ca);
-  }
-  if (config_.insecure_skip_tls_verify) {
-    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
-  }
-  if (!config_.client_certificate_pem.empty()) {
-    curl_blob cert{const_cast<char*>(config_.client_certificate_pem.data()),
-                   config_.client_certificate_pem.size(), CURL_BLOB_COPY};
-    curl_blob key{const_cast<char*>(config_.client_key_pem.data()), config_.client_key_pem.size(),
-                  CURL_BLOB_COPY};
-    curl_easy_setopt(curl, CURLOPT_SSLCERT_BLOB, &cert);
-    curl_easy_setopt(curl, CURLOPT_SSLCERTTYPE, "PEM");
-    curl_easy_setopt(curl, CURLOPT_SSLKEY_BLOB, &key);
-    curl_easy_setopt(curl, CURLOPT_SSLKEYTYPE, "PEM");
-  }
-
-  SlistPtr headers;
-  AppendHeader(headers, "Accept: application/json");
-  if (!token.empty()) AppendHeader(headers, "Authorization: Bearer " + token);
-  if (!request.body.empty()) AppendHeader(headers, "Content-Type: application/json");
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers.get());
-
-  if (request.method == "POST") {
-    curl_easy_setopt(curl, CURLOPT_POST, 1L);
-  } else if (request.method != "GET") {
-    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
-  }
-  if (!request.body.empty() || request.method == "POST") {
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.data());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
-                     static_cast<curl_off_t>(request.body.size()));
-  }
+  attempt.SetTransferOptions(url, error_buffer, remaining,
+                             std::min(remaining, options_.connect_timeout));
+  SetTlsOptions(curl, config_);
+  // Must outlive the transfer: curl keeps a pointer to the list.
+  SlistPtr headers = SetRequestOptions(curl, request, token);
 
   CURLcode result = curl_easy_perform(curl);
   long http_status = 0;
@@ -280,16 +314,9 @@ Result<Response> Client::Send(const Request& request,
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
   ReturnHandle(std::move(handle));
 
-  const std::string what = request.method + " " + request.path;
   if (result != CURLE_OK && !(result == CURLE_WRITE_ERROR && attempt.ended_by_reader)) {
-    std::string detail = error_buffer[0] != '\0' ? error_buffer : curl_easy_strerror(result);
-    if (attempt.cancelled) return Status::Cancelled(what + " cancelled");
-    if (attempt.deadline_passed || result == CURLE_OPERATION_TIMEDOUT) {
-      return Status::DeadlineExceeded(what + " ran out of time: " + detail);
-    }
-    if (attempt.body_too_large) return Status::Internal(what + ": answer larger than 64 MiB");
-    return Status::Unavailable("API server " + config_.server + " unreachable (" + what +
-                               "): " + detail);
+    return attempt.Failure(result, error_buffer, request.method + " " + request.path,
+                           config_.server);
   }
   return Response{http_status, std::move(attempt.body)};
 }
@@ -324,7 +351,7 @@ Result<Response> Client::Call(const Request& request,
     }
     auto retry_at = clock_->SteadyNow() + wait;
     if (retry_at >= deadline) {
-      return status.WithContext("no time left to retry: ");
+      return status.WithContext("no time left to retry");
     }
     spdlog::info("kube {} {}: {}; retrying in {} ms (try {} of {})", request.method, request.path,
                  status.ToString(), wait.count(), attempt + 1, options_.max_attempts);

@@ -204,23 +204,34 @@ void RenewalScheduler::RunRenewal(const std::string& volume_id) {
   if (renewed.ok()) {
     // Recorded even when a stop came late: the files are already new, and
     // the row (deleted only after OnRemoved returns) should say so.
-    Status recorded =
-        store_->RecordRenewalWithHistory(volume_id, *renewed, attempt, options_.history_limit);
-    if (recorded.code() == Code::kNotFound) return Finish(volume_id, generation, std::nullopt);
-    if (!recorded.ok()) {
-      spdlog::warn("renewal of volume {}: certificate {} is in place but not recorded: {}",
-                   volume_id, renewed->serial, recorded.ToString());
-    }
-    spdlog::info("renewed volume {} serial {} not_after {} next issuance at {}", volume_id,
-                 renewed->serial, renewed->not_after, renewed->next_issuance_at);
-    return Finish(volume_id, generation, renewed->next_issuance_at);
+    return Finish(volume_id, generation, RecordRenewed(volume_id, *renewed, attempt));
   }
   if (stop.stop_requested()) {
     // Unpublished or shutting down: the row keeps its schedule, so a
     // restart tries again at the same time and the backoff is unchanged.
     return Finish(volume_id, generation, std::nullopt);
   }
+  Finish(volume_id, generation, RecordFailed(volume, renewed.status(), attempt));
+}
 
+std::optional<int64_t> RenewalScheduler::RecordRenewed(const std::string& volume_id,
+                                                       const IssuedCertificateFields& renewed,
+                                                       const IssuanceAttempt& attempt) {
+  Status recorded =
+      store_->RecordRenewalWithHistory(volume_id, renewed, attempt, options_.history_limit);
+  if (recorded.code() == Code::kNotFound) return std::nullopt;
+  if (!recorded.ok()) {
+    spdlog::warn("renewal of volume {}: certificate {} is in place but not recorded: {}", volume_id,
+                 renewed.serial, recorded.ToString());
+  }
+  spdlog::info("renewed volume {} serial {} not_after {} next issuance at {}", volume_id,
+               renewed.serial, renewed.not_after, renewed.next_issuance_at);
+  return renewed.next_issuance_at;
+}
+
+std::optional<int64_t> RenewalScheduler::RecordFailed(const VolumeRecord& volume,
+                                                      const Status& failure,
+                                                      const IssuanceAttempt& attempt) {
   const int64_t attempts = volume.renewal_attempts + 1;
   std::chrono::seconds delay;
   {
@@ -228,17 +239,17 @@ void RenewalScheduler::RunRenewal(const std::string& volume_id) {
     delay = RetryDelay(options_.backoff, attempts, random_);
   }
   const int64_t next_attempt_at = clock_->NowUnix() + delay.count();
-  const std::string error = renewed.status().ToString();
-  Status recorded = store_->RecordRenewalFailureWithHistory(volume_id, attempts, next_attempt_at,
-                                                            error, attempt, options_.history_limit);
-  if (recorded.code() == Code::kNotFound) return Finish(volume_id, generation, std::nullopt);
+  const std::string error = failure.ToString();
+  Status recorded = store_->RecordRenewalFailureWithHistory(
+      volume.volume_id, attempts, next_attempt_at, error, attempt, options_.history_limit);
+  if (recorded.code() == Code::kNotFound) return std::nullopt;
   if (!recorded.ok()) {
-    spdlog::warn("renewal of volume {}: cannot record its failure: {}", volume_id,
+    spdlog::warn("renewal of volume {}: cannot record its failure: {}", volume.volume_id,
                  recorded.ToString());
   }
-  spdlog::warn("renewal of volume {} failed (attempt {}), retrying in {}s: {}", volume_id, attempts,
-               delay.count(), error);
-  Finish(volume_id, generation, next_attempt_at);
+  spdlog::warn("renewal of volume {} failed (attempt {}), retrying in {}s: {}", volume.volume_id,
+               attempts, delay.count(), error);
+  return next_attempt_at;
 }
 
 int RenewalScheduler::RunOnce() {

@@ -29,9 +29,9 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "common/token_bucket.h"
 #include "renew/backoff.h"
 #include "renew/renewer.h"
-#include "common/token_bucket.h"
 #include "state/store.h"
 #include "volume/publisher.h"
 
@@ -140,6 +140,14 @@ class RenewalScheduler final : public VolumeObserver {
   // Ends a taken renewal: reschedules at `next_due`, or forgets the volume
   // when it is nullopt or the volume was removed meanwhile.
   void Finish(const std::string& volume_id, uint64_t generation, std::optional<int64_t> next_due);
+  // Record a finished renewal attempt of a mounted row and return when the
+  // volume is next due: the certificate's next issuance time, or a backoff
+  // after a failure. nullopt when the row is gone (unpublished meanwhile).
+  std::optional<int64_t> RecordRenewed(const std::string& volume_id,
+                                       const IssuedCertificateFields& renewed,
+                                       const IssuanceAttempt& attempt);
+  std::optional<int64_t> RecordFailed(const VolumeRecord& volume, const Status& failure,
+                                      const IssuanceAttempt& attempt);
   void DispatchLoop();
   void WorkerLoop();
 

@@ -11,14 +11,14 @@
 
 namespace certmount {
 
-// DATA_LOSS for SQLITE_CORRUPT and SQLITE_NOTADB (the message names `db_path`,
-// so the admin knows which file to restore or remove), RESOURCE_EXHAUSTED for
-// SQLITE_FULL, UNAVAILABLE for a lock held past the busy timeout, INTERNAL for
-// everything else. `operation` says what we were doing, e.g. "registering volume v1".
 // DATA_LOSS for a damaged state database: names `db_path`, what was found
 // (`problem`) and the recovery procedure in docs/state.md.
 Status DamagedDatabase(const std::string& db_path, const std::string& problem);
 
+// DATA_LOSS for SQLITE_CORRUPT and SQLITE_NOTADB (the message names `db_path`,
+// so the admin knows which file to restore or remove), RESOURCE_EXHAUSTED for
+// SQLITE_FULL, UNAVAILABLE for a lock held past the busy timeout, INTERNAL for
+// everything else. `operation` says what we were doing, e.g. "registering volume v1".
 Status StatusFromSqliteError(int result_code, const std::string& sqlite_message,
                              const std::string& db_path, const std::string& operation);
 

@@ -106,13 +106,8 @@ Result<std::unique_ptr<StateReader>> StateReader::Open(const std::string& db_pat
 }
 
 Result<std::vector<VolumeRecord>> StateReader::ListVolumes() {
-  return Guarded(db_path_, "listing volumes", [&]() {
-    const char* columns = schema_version_ >= 4   ? kVolumeSelectColumns
-                          : schema_version_ == 3 ? kVolumeSelectColumnsBeforeV4
-                                                 : kVolumeSelectColumnsBeforeV3;
-    SQLite::Statement query(*db_, std::string(columns) + "ORDER BY volume_id");
-    return CollectVolumes(query);
-  });
+  return Guarded(db_path_, "listing volumes",
+                 [&]() { return certmount::ListVolumes(*db_, schema_version_); });
 }
 
 Result<std::vector<IssuanceRecord>> StateReader::ListIssuances(const std::string& volume_id) {
@@ -132,12 +127,7 @@ Result<std::vector<IssuanceRecord>> StateReader::ListIssuances(const std::string
               db_path_ + " is at schema version " + std::to_string(schema_version_) +
               ", which has no issuance history yet; certmountd adds it when it next starts");
         }
-        SQLite::Statement query(
-            *db_, std::string(kIssuanceSelectColumns) + "WHERE volume_id = ? ORDER BY id DESC");
-        query.bind(1, volume_id);
-        std::vector<IssuanceRecord> records;
-        while (query.executeStep()) records.push_back(IssuanceFromRow(query));
-        return records;
+        return certmount::ListIssuances(*db_, volume_id);
       });
 }
 

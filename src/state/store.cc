@@ -12,6 +12,7 @@
 #include "state/sqlite_error.h"
 #include "state/statement_cache.h"
 #include "state/volume_rows.h"
+#include "state/volume_writes.h"
 
 namespace certmount {
 namespace {
@@ -21,137 +22,6 @@ constexpr int kBusyTimeoutMs = 5000;
 // limit it keeps the largest size it ever reached (an admin's long read lets
 // it grow), and SQLite reuses the file from its start without shrinking it.
 constexpr int64_t kJournalSizeLimitBytes = 4 * 1024 * 1024;
-
-// kubelet puts the pod's service account tokens into the volume context under
-// this key when the CSIDriver asks for them; they must never reach the disk.
-constexpr char kServiceAccountTokensKey[] = "csi.storage.k8s.io/serviceAccount.tokens";
-
-void BindOptional(SQLite::Statement& statement, int index, const std::string& text) {
-  if (text.empty()) {
-    statement.bind(index);
-  } else {
-    statement.bind(index, text);
-  }
-}
-
-Status ValidateCertificate(const std::string& volume_id, const IssuedCertificateFields& cert) {
-  if (cert.serial.empty()) {
-    return Status::InvalidArgument("volume " + volume_id + ": certificate serial is empty");
-  }
-  return Status::Ok();
-}
-
-// Inserts the row unless the id has one; then returns that row's state and
-// writes nothing. Expects an open transaction, so the check and the insert
-// agree.
-Result<std::optional<RegisteredVolume>> InsertVolume(StatementCache& sql,
-                                                     const VolumeRecord& volume, int64_t now) {
-  if (volume.volume_id.empty()) return Status::InvalidArgument("volume id is empty");
-  if (volume.target_path.empty()) {
-    return Status::InvalidArgument("volume " + volume.volume_id + ": target path is empty");
-  }
-  if (volume.attributes.contains(kServiceAccountTokensKey)) {
-    return Status::InvalidArgument("volume " + volume.volume_id + ": attributes hold " +
-                                   kServiceAccountTokensKey +
-                                   "; tokens must be removed before storing");
-  }
-  CERTMOUNT_ASSIGN_OR_RETURN(std::string attributes_json, AttributesToJson(volume.attributes));
-
-  {
-    CachedStatement existing =
-        sql.Get("SELECT target_path, mounted FROM volumes WHERE volume_id = ?");
-    existing->bind(1, volume.volume_id);
-    if (existing->executeStep()) {
-      return std::optional<RegisteredVolume>(RegisteredVolume{
-          existing->getColumn(0).getString(), existing->getColumn(1).getInt() != 0});
-    }
-  }
-
-  CachedStatement insert = sql.Get(
-      "INSERT INTO volumes (volume_id, target_path, pod_namespace, pod_name, "
-      "pod_uid, service_account, issuer, mounted, created_at, "
-      "updated_at, file_group, request_name) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)");
-  insert->bind(1, volume.volume_id);
-  insert->bind(2, volume.target_path);
-  insert->bind(3, volume.pod_namespace);
-  insert->bind(4, volume.pod_name);
-  insert->bind(5, volume.pod_uid);
-  insert->bind(6, volume.service_account);
-  insert->bind(7, volume.issuer);
-  insert->bind(8, now);
-  insert->bind(9, now);
-  if (volume.file_group.has_value()) {
-    insert->bind(10, static_cast<int64_t>(*volume.file_group));
-  } else {
-    insert->bind(10);
-  }
-  BindOptional(*insert, 11, volume.request_name);
-  insert->exec();
-  // Their own row, never updated: renewals change only the volumes row.
-  // REPLACE: the volumes row is new, so a row found here is an orphan left
-  // by a hand delete without foreign keys, never another volume's.
-  CachedStatement insert_attributes =
-      sql.Get("INSERT OR REPLACE INTO volume_attributes (volume_id, attributes) VALUES (?, ?)");
-  insert_attributes->bind(1, volume.volume_id);
-  insert_attributes->bind(2, attributes_json);
-  insert_attributes->exec();
-  return std::optional<RegisteredVolume>();
-}
-
-Status AlreadyRegistered(const std::string& volume_id, const RegisteredVolume& existing) {
-  return Status::AlreadyExists("volume " + volume_id + " is already registered at " +
-                               existing.target_path);
-}
-
-Status UpdateMounted(StatementCache& sql, const std::string& volume_id,
-                     const IssuedCertificateFields& cert, int64_t now) {
-  CERTMOUNT_RETURN_IF_ERROR(ValidateCertificate(volume_id, cert));
-  CachedStatement update = sql.Get(
-      "UPDATE volumes SET mounted = 1, mounted_at = ?, serial = ?, "
-      "not_before = ?, not_after = ?, next_issuance_at = ?, "
-      "renewal_attempts = 0, last_error = NULL, updated_at = ? "
-      "WHERE volume_id = ?");
-  update->bind(1, now);
-  update->bind(2, cert.serial);
-  update->bind(3, cert.not_before);
-  update->bind(4, cert.not_after);
-  update->bind(5, cert.next_issuance_at);
-  update->bind(6, now);
-  update->bind(7, volume_id);
-  if (update->exec() == 0) return Status::NotFound("no volume " + volume_id + " to mark mounted");
-  return Status::Ok();
-}
-
-Status UpdateRenewed(StatementCache& sql, const std::string& volume_id,
-                     const IssuedCertificateFields& cert, int64_t now) {
-  CERTMOUNT_RETURN_IF_ERROR(ValidateCertificate(volume_id, cert));
-  CachedStatement update = sql.Get(
-      "UPDATE volumes SET serial = ?, not_before = ?, not_after = ?, "
-      "next_issuance_at = ?, renewal_attempts = 0, last_error = NULL, "
-      "updated_at = ? WHERE volume_id = ? AND mounted = 1");
-  update->bind(1, cert.serial);
-  update->bind(2, cert.not_before);
-  update->bind(3, cert.not_after);
-  update->bind(4, cert.next_issuance_at);
-  update->bind(5, now);
-  update->bind(6, volume_id);
-  if (update->exec() == 0) return Status::NotFound("no mounted volume " + volume_id);
-  return Status::Ok();
-}
-
-Status UpdateFailed(StatementCache& sql, const std::string& volume_id, int64_t attempts,
-                    int64_t next_attempt_at, const std::string& error, int64_t now) {
-  CachedStatement update = sql.Get(
-      "UPDATE volumes SET renewal_attempts = ?, next_issuance_at = ?, "
-      "last_error = ?, updated_at = ? WHERE volume_id = ? AND mounted = 1");
-  update->bind(1, attempts);
-  update->bind(2, next_attempt_at);
-  BindOptional(*update, 3, error);
-  update->bind(4, now);
-  update->bind(5, volume_id);
-  if (update->exec() == 0) return Status::NotFound("no mounted volume " + volume_id);
-  return Status::Ok();
-}
 
 // Every row `query` yields, each made by `from_row`.
 template <typename FromRow>
@@ -171,22 +41,31 @@ ScheduledVolume ScheduledFromRow(SQLite::Statement& row) {
   return ScheduledVolume{row.getColumn(0).getString(), OptionalInt(row.getColumn(1))};
 }
 
-const char* KindName(IssuanceKind kind) {
-  return kind == IssuanceKind::kPublish ? "publish" : "renewal";
-}
+// One history row: a success when `cert` is given, else a failure with
+// `error`; the volume keeps its newest `limit` rows.
+struct History {
+  IssuanceKind kind;
+  const IssuedCertificateFields* cert;
+  std::string error;
+  const IssuanceAttempt& attempt;
+  int limit;
+};
 
-// Appends one history row (a success when `cert` is given, else a failure
-// with `error`) and prunes the volume's history to the newest `limit` rows.
-// Expects an open transaction in which the volume row was just updated.
-void AppendHistory(StatementCache& sql, const std::string& volume_id, IssuanceKind kind,
-                   const IssuedCertificateFields* cert, const std::string& error,
-                   const IssuanceAttempt& attempt, int limit, int64_t now) {
+// Appends `history`'s row and prunes the volume's history to the newest
+// `history.limit` rows. Expects an open transaction in which the volume row
+// was just updated.
+void AppendHistory(StatementCache& sql, const std::string& volume_id, const History& history,
+                   int64_t now) {
+  const IssuanceKind kind = history.kind;
+  const IssuedCertificateFields* cert = history.cert;
+  const IssuanceAttempt& attempt = history.attempt;
+  const int limit = history.limit;
   CachedStatement insert = sql.Get(
       "INSERT INTO issuances (volume_id, kind, result, serial, not_before, "
       "not_after, issued_at, issuer, duration_ms, error) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   insert->bind(1, volume_id);
-  insert->bind(2, KindName(kind));
+  insert->bind(2, IssuanceKindName(kind));
   insert->bind(3, cert != nullptr ? "ok" : "error");
   if (cert != nullptr) {
     insert->bind(4, cert->serial);
@@ -197,7 +76,7 @@ void AppendHistory(StatementCache& sql, const std::string& volume_id, IssuanceKi
     insert->bind(4);
     insert->bind(5);
     insert->bind(6);
-    insert->bind(10, error);
+    insert->bind(10, history.error);
   }
   insert->bind(7, now);
   insert->bind(8, attempt.issuer);
@@ -214,6 +93,18 @@ void AppendHistory(StatementCache& sql, const std::string& volume_id, IssuanceKi
   prune->bind(1, volume_id);
   prune->bind(2, std::max(1, limit));
   prune->exec();
+}
+
+// In ONE transaction: `update` changes the volume row (nothing is written
+// when it fails), then `history`'s row is appended.
+template <typename Update>
+Status UpdateWithHistory(StatementCache& sql, const std::string& volume_id, const History& history,
+                         int64_t now, Update update) {
+  CachedTransaction transaction(sql);
+  CERTMOUNT_RETURN_IF_ERROR(update());
+  AppendHistory(sql, volume_id, history, now);
+  transaction.Commit();
+  return Status::Ok();
 }
 
 Status ApplyConnectionSettings(SQLite::Database& db) {
@@ -291,12 +182,6 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& db_path, const Clo
   });
 }
 
-Status Store::RegisterVolume(const VolumeRecord& volume) {
-  CERTMOUNT_ASSIGN_OR_RETURN(std::optional<RegisteredVolume> existing, TryRegisterVolume(volume));
-  if (existing.has_value()) return AlreadyRegistered(volume.volume_id, *existing);
-  return Status::Ok();
-}
-
 Result<std::optional<RegisteredVolume>> Store::TryRegisterVolume(const VolumeRecord& volume) {
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "registering volume " + volume.volume_id,
@@ -309,18 +194,6 @@ Result<std::optional<RegisteredVolume>> Store::TryRegisterVolume(const VolumeRec
                    transaction.Commit();
                    return existing;
                  });
-}
-
-Status Store::MarkMounted(const std::string& volume_id, const IssuedCertificateFields& cert) {
-  std::lock_guard lock(mutex_);
-  return Guarded(db_path_, "marking volume " + volume_id + " mounted",
-                 [&]() { return UpdateMounted(*statements_, volume_id, cert, clock_.NowUnix()); });
-}
-
-Status Store::RecordRenewal(const std::string& volume_id, const IssuedCertificateFields& cert) {
-  std::lock_guard lock(mutex_);
-  return Guarded(db_path_, "recording renewal of volume " + volume_id,
-                 [&]() { return UpdateRenewed(*statements_, volume_id, cert, clock_.NowUnix()); });
 }
 
 Status Store::RecordRenewalFailure(const std::string& volume_id, int64_t attempts,
@@ -338,12 +211,9 @@ Status Store::MarkMountedWithHistory(const std::string& volume_id,
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "marking volume " + volume_id + " mounted", [&]() -> Status {
     const int64_t now = clock_.NowUnix();
-    CachedTransaction transaction(*statements_);
-    CERTMOUNT_RETURN_IF_ERROR(UpdateMounted(*statements_, volume_id, cert, now));
-    AppendHistory(*statements_, volume_id, IssuanceKind::kPublish, &cert, "", attempt,
-                  history_limit, now);
-    transaction.Commit();
-    return Status::Ok();
+    const History history{IssuanceKind::kPublish, &cert, "", attempt, history_limit};
+    return UpdateWithHistory(*statements_, volume_id, history, now,
+                             [&] { return UpdateMounted(*statements_, volume_id, cert, now); });
   });
 }
 
@@ -353,12 +223,9 @@ Status Store::RecordRenewalWithHistory(const std::string& volume_id,
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "recording renewal of volume " + volume_id, [&]() -> Status {
     const int64_t now = clock_.NowUnix();
-    CachedTransaction transaction(*statements_);
-    CERTMOUNT_RETURN_IF_ERROR(UpdateRenewed(*statements_, volume_id, cert, now));
-    AppendHistory(*statements_, volume_id, IssuanceKind::kRenewal, &cert, "", attempt,
-                  history_limit, now);
-    transaction.Commit();
-    return Status::Ok();
+    const History history{IssuanceKind::kRenewal, &cert, "", attempt, history_limit};
+    return UpdateWithHistory(*statements_, volume_id, history, now,
+                             [&] { return UpdateRenewed(*statements_, volume_id, cert, now); });
   });
 }
 
@@ -371,25 +238,11 @@ Status Store::RecordRenewalFailureWithHistory(const std::string& volume_id, int6
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "recording failed renewal of volume " + volume_id, [&]() -> Status {
     const int64_t now = clock_.NowUnix();
-    CachedTransaction transaction(*statements_);
-    CERTMOUNT_RETURN_IF_ERROR(
-        UpdateFailed(*statements_, volume_id, attempts, next_attempt_at, error, now));
-    AppendHistory(*statements_, volume_id, IssuanceKind::kRenewal, nullptr, error, attempt,
-                  history_limit, now);
-    transaction.Commit();
-    return Status::Ok();
+    const History history{IssuanceKind::kRenewal, nullptr, error, attempt, history_limit};
+    return UpdateWithHistory(*statements_, volume_id, history, now, [&] {
+      return UpdateFailed(*statements_, volume_id, attempts, next_attempt_at, error, now);
+    });
   });
-}
-
-Result<std::vector<IssuanceRecord>> Store::ListIssuances(const std::string& volume_id) {
-  std::lock_guard lock(mutex_);
-  return Guarded(db_path_, "listing issuances of volume " + volume_id,
-                 [&]() -> Result<std::vector<IssuanceRecord>> {
-                   CachedStatement query = statements_->Get(std::string(kIssuanceSelectColumns) +
-                                                            "WHERE volume_id = ? ORDER BY id DESC");
-                   query->bind(1, volume_id);
-                   return CollectRows(*query, IssuanceFromRow);
-                 });
 }
 
 Status Store::BeginIssuance(const std::string& volume_id, int64_t issuance_number,
@@ -403,11 +256,7 @@ Status Store::BeginIssuance(const std::string& volume_id, int64_t issuance_numbe
         "UPDATE volumes SET issuance_number = ?, request_name = ?, "
         "updated_at = ? WHERE volume_id = ? AND mounted = 1");
     update->bind(1, issuance_number);
-    if (request_name.empty()) {
-      update->bind(2);
-    } else {
-      update->bind(2, request_name);
-    }
+    BindOptional(*update, 2, request_name);
     update->bind(3, clock_.NowUnix());
     update->bind(4, volume_id);
     if (update->exec() == 0) return Status::NotFound("no mounted volume " + volume_id);
@@ -437,15 +286,6 @@ Result<std::optional<VolumeRecord>> Store::GetVolume(const std::string& volume_i
                  });
 }
 
-Result<std::vector<VolumeRecord>> Store::ListVolumes() {
-  std::lock_guard lock(mutex_);
-  return Guarded(db_path_, "listing volumes", [&]() {
-    CachedStatement query =
-        statements_->Get(std::string(kVolumeSelectColumns) + "ORDER BY volume_id");
-    return CollectVolumes(*query);
-  });
-}
-
 Result<std::vector<VolumeSummary>> Store::ListVolumeSummaries() {
   std::lock_guard lock(mutex_);
   return Guarded(db_path_, "listing volume summaries", [&]() -> Result<std::vector<VolumeSummary>> {
@@ -453,16 +293,6 @@ Result<std::vector<VolumeSummary>> Store::ListVolumeSummaries() {
         "SELECT volume_id, pod_namespace, pod_name, mounted, not_after, next_issuance_at "
         "FROM volumes ORDER BY volume_id");
     return CollectRows(*query, SummaryFromRow);
-  });
-}
-
-Result<std::vector<VolumeRecord>> Store::ListMountedByNextIssuance() {
-  std::lock_guard lock(mutex_);
-  return Guarded(db_path_, "listing mounted volumes", [&]() {
-    CachedStatement query =
-        statements_->Get(std::string(kVolumeSelectColumns) +
-                         "WHERE mounted = 1 ORDER BY next_issuance_at, volume_id");
-    return CollectVolumes(*query);
   });
 }
 
@@ -475,12 +305,6 @@ Result<std::vector<ScheduledVolume>> Store::ListRenewalSchedule() {
                        "WHERE mounted = 1 ORDER BY next_issuance_at, volume_id");
                    return CollectRows(*query, ScheduledFromRow);
                  });
-}
-
-Result<StartupCleanupResult> Store::StartupCleanup(
-    const std::function<bool(const std::string& target_path)>& is_mount_point) {
-  return StartupCleanupProven(
-      [&](const std::string&, const std::string& target) { return is_mount_point(target); });
 }
 
 Status Store::AdoptVolume(const VolumeRecord& volume, const IssuedCertificateFields& cert) {
@@ -543,26 +367,6 @@ Status Store::CheckWritable() {
     // Taking the write lock and rolling back writes nothing, yet fails the
     // way a real write would on a read-only or locked database.
     CachedTransaction probe(*statements_);
-    return Status::Ok();
-  });
-}
-
-Status Store::WriteInOneTransactionForTest(const VolumeRecord& volume,
-                                           const std::string& mark_mounted_id,
-                                           const IssuedCertificateFields& cert,
-                                           const std::function<void()>& before_commit) {
-  std::lock_guard lock(mutex_);
-  return Guarded(db_path_, "test transaction", [&]() -> Status {
-    const int64_t now = clock_.NowUnix();
-    CachedTransaction transaction(*statements_);
-    CERTMOUNT_ASSIGN_OR_RETURN(std::optional<RegisteredVolume> existing,
-                               InsertVolume(*statements_, volume, now));
-    if (existing.has_value()) return AlreadyRegistered(volume.volume_id, *existing);
-    if (!mark_mounted_id.empty()) {
-      CERTMOUNT_RETURN_IF_ERROR(UpdateMounted(*statements_, mark_mounted_id, cert, now));
-    }
-    before_commit();
-    transaction.Commit();
     return Status::Ok();
   });
 }

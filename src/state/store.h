@@ -4,7 +4,7 @@
 // The rule it serves: a volume counts only once it is published. A row is
 // registered with mounted = 0 before any work, becomes mounted = 1 in the same
 // transaction that records the successful publish, and at startup every row
-// still at 0 is deleted (StartupCleanup) before renewals start. A crash at any
+// still at 0 is deleted (StartupCleanupProven) before renewals start. A crash at any
 // instant therefore leaves a node that the next start cleans completely.
 //
 // Thread-safe: one connection, every call serialised by a mutex. No function
@@ -51,25 +51,13 @@ class Store {
 
   // Inserts `volume`'s identity (id, target path, pod fields, service account,
   // attributes, issuer, request_name) with mounted=0, issuance_number=0 and
-  // created_at=updated_at=now; its other fields are ignored. ALREADY_EXISTS, naming the existing
-  // row's target path, if the id exists. INVALID_ARGUMENT for an empty id or target path, or for
-  // attributes holding kubelet's service account tokens (never store secrets).
-  Status RegisterVolume(const VolumeRecord& volume);
-
-  // Like RegisterVolume, but an id that already has a row is not an error:
-  // nothing is written and that row's target path and mounted flag come
-  // back, so a publish learns in one transaction whether it is new.
+  // created_at=updated_at=now; its other fields are ignored. An id that
+  // already has a row is not an error: nothing is written and that row's
+  // target path and mounted flag come back, so a publish learns in one
+  // transaction whether it is new. INVALID_ARGUMENT for an empty id or target
+  // path, or for attributes holding kubelet's service account tokens (never
+  // store secrets).
   Result<std::optional<RegisteredVolume>> TryRegisterVolume(const VolumeRecord& volume);
-
-  // Records a successful publish in one statement: mounted=1, mounted_at=now,
-  // the certificate fields, renewal_attempts=0, last_error NULL. NOT_FOUND if
-  // no such row; INVALID_ARGUMENT for an empty serial.
-  Status MarkMounted(const std::string& volume_id, const IssuedCertificateFields& cert);
-
-  // Records a successful renewal: the certificate fields (including the next
-  // issuance time), renewal_attempts=0, last_error NULL. NOT_FOUND unless the
-  // row exists and is mounted; INVALID_ARGUMENT for an empty serial.
-  Status RecordRenewal(const std::string& volume_id, const IssuedCertificateFields& cert);
 
   // Records a failed renewal: the attempt count, when to try next and why it
   // failed. NOT_FOUND unless the row exists and is mounted.
@@ -82,12 +70,18 @@ class Store {
   // `history_limit` rows of that volume (at least 1 is always kept). Deleting
   // the volume deletes its history (ON DELETE CASCADE).
 
-  // MarkMounted plus a 'publish'/'ok' history row with `cert`'s fields.
+  // Records a successful publish: mounted=1, mounted_at=now, the certificate
+  // fields, renewal_attempts=0, last_error NULL, plus a 'publish'/'ok'
+  // history row with `cert`'s fields. NOT_FOUND if no such row;
+  // INVALID_ARGUMENT for an empty serial.
   Status MarkMountedWithHistory(const std::string& volume_id, const IssuedCertificateFields& cert,
                                 const IssuanceAttempt& attempt, int history_limit);
 
-  // RecordRenewal plus a 'renewal'/'ok' history row with `cert`'s fields.
-  // NOT_FOUND (and no history row) unless the row exists and is mounted.
+  // Records a successful renewal: the certificate fields (including the next
+  // issuance time), renewal_attempts=0, last_error NULL, plus a
+  // 'renewal'/'ok' history row with `cert`'s fields. NOT_FOUND (and no
+  // history row) unless the row exists and is mounted; INVALID_ARGUMENT for
+  // an empty serial.
   Status RecordRenewalWithHistory(const std::string& volume_id, const IssuedCertificateFields& cert,
                                   const IssuanceAttempt& attempt, int history_limit);
 
@@ -98,14 +92,11 @@ class Store {
                                          int64_t next_attempt_at, const std::string& error,
                                          const IssuanceAttempt& attempt, int history_limit);
 
-  // The volume's history rows, newest first. Empty for an unknown volume.
-  Result<std::vector<IssuanceRecord>> ListIssuances(const std::string& volume_id);
-
   // Records that issuance `issuance_number` of a mounted volume, signer-side
   // name `request_name` ("" stores NULL), is about to be asked for; done
   // before the issuer is called so a restart resumes the same name.
   // NOT_FOUND unless the row exists and is mounted; INVALID_ARGUMENT for a
-  // negative number. RegisterVolume stores number 0 and the record's
+  // negative number. TryRegisterVolume stores number 0 and the record's
   // request_name for the publish.
   Status BeginIssuance(const std::string& volume_id, int64_t issuance_number,
                        const std::string& request_name);
@@ -113,43 +104,32 @@ class Store {
   // Deletes the row. True if it existed, false (still OK) if there was none.
   Result<bool> DeleteVolume(const std::string& volume_id);
 
-  // The row, or nullopt if there is none. DATA_LOSS if its attributes column
-  // does not parse.
+  // The row, or nullopt if there is none. DATA_LOSS if its attributes (the
+  // volume_attributes row) are missing or do not parse.
   Result<std::optional<VolumeRecord>> GetVolume(const std::string& volume_id);
 
-  // All rows ordered by volume_id.
-  Result<std::vector<VolumeRecord>> ListVolumes();
-
-  // The same rows, in the same order, with only VolumeSummary's columns.
+  // Every row ordered by volume_id, with only VolumeSummary's columns.
   Result<std::vector<VolumeSummary>> ListVolumeSummaries();
 
-  // Mounted rows ordered by next_issuance_at (then volume_id), for the renewal
-  // scheduler.
-  Result<std::vector<VolumeRecord>> ListMountedByNextIssuance();
-
-  // Id and next_issuance_at of every mounted row, in the same order as
-  // ListMountedByNextIssuance; what the renewal scheduler loads at startup.
+  // Id and next_issuance_at of every mounted row, ordered by next_issuance_at
+  // (then volume_id); what the renewal scheduler loads at startup.
   Result<std::vector<ScheduledVolume>> ListRenewalSchedule();
 
   // The startup cleanup, in ONE transaction: sets mounted=0 on every mounted
-  // row whose target path `is_mount_point` reports as not mounted (e.g. after
-  // a reboot), then deletes every row with mounted=0. Returns what it deleted;
+  // row that `is_proven_mounted` denies, asked about the row's id and target
+  // path (the publisher's proof is a bind mount of that volume's own
+  // directory at the target, not any mount point; after a reboot there is
+  // none), then deletes every row with mounted=0. Returns what it deleted;
   // the caller removes those volumes' files after this returns. Call before
-  // any renewal starts. `is_mount_point` runs under the store's lock and must
-  // not call back into the Store. On error nothing changes.
-  Result<StartupCleanupResult> StartupCleanup(
-      const std::function<bool(const std::string& target_path)>& is_mount_point);
-
-  // StartupCleanup, but `is_proven_mounted` is asked about each mounted row's
-  // id and target path: the publisher's proof is a bind mount of that
-  // volume's own directory at the target, not any mount point.
+  // any renewal starts. `is_proven_mounted` runs under the store's lock and
+  // must not call back into the Store. On error nothing changes.
   Result<StartupCleanupResult> StartupCleanupProven(
       const std::function<bool(const std::string& volume_id, const std::string& target_path)>&
           is_proven_mounted);
 
   // Rebuilds the row of a volume found mounted on the node without one (the
   // database was lost or moved aside): inserts `volume`'s identity as
-  // RegisterVolume does and marks it mounted with `cert`, in ONE
+  // TryRegisterVolume does and marks it mounted with `cert`, in ONE
   // transaction. ALREADY_EXISTS when the id has a row; nothing written then.
   Status AdoptVolume(const VolumeRecord& volume, const IssuedCertificateFields& cert);
 
@@ -159,33 +139,20 @@ class Store {
   // past the busy timeout.
   Status CheckWritable();
 
-  // The schema version of the file (PRAGMA user_version) after Open migrated
-  // it; equals the newest embedded migration.
-  int schema_version() const { return schema_version_; }
-
-  // The path given to Open.
-  const std::string& db_path() const { return db_path_; }
-
-  // Test seam for the crash test; not for production. In ONE write
-  // transaction: inserts `volume` as RegisterVolume does, then, if
-  // `mark_mounted_id` is not empty, applies MarkMounted(mark_mounted_id, cert)
-  // to that row; then calls `before_commit` with the transaction still open
-  // (the crash test kills the process there) and commits once it returns.
-  // Any failure rolls everything back.
-  Status WriteInOneTransactionForTest(const VolumeRecord& volume,
-                                      const std::string& mark_mounted_id,
-                                      const IssuedCertificateFields& cert,
-                                      const std::function<void()>& before_commit);
-
   // For Open only.
   Store(ConstructionKey<Store>, std::unique_ptr<SQLite::Database> db, std::string db_path,
         const Clock& clock, int schema_version);
 
  private:
+  // Test support (test/support/store_test_access.h) writes and reads through
+  // the same connection and lock; nothing in src/ uses it.
+  friend class StoreTestAccess;
+
   mutable std::mutex mutex_;
   std::unique_ptr<SQLite::Database> db_;
   const std::string db_path_;
   const Clock& clock_;
+  // PRAGMA user_version after Open migrated the file.
   const int schema_version_;
   // After db_, so its statements are finalized before the connection closes.
   std::unique_ptr<StatementCache> statements_;

@@ -78,8 +78,9 @@ IssuanceRecord IssuanceFromRow(const SQLite::Statement& row) {
   IssuanceRecord record;
   record.id = row.getColumn(0).getInt64();
   record.volume_id = row.getColumn(1).getString();
-  record.kind =
-      row.getColumn(2).getString() == "publish" ? IssuanceKind::kPublish : IssuanceKind::kRenewal;
+  record.kind = row.getColumn(2).getString() == IssuanceKindName(IssuanceKind::kPublish)
+                    ? IssuanceKind::kPublish
+                    : IssuanceKind::kRenewal;
   record.ok = row.getColumn(3).getString() == "ok";
   record.serial = row.getColumn(4).getString();
   record.not_before = OptionalInt(row.getColumn(5));
@@ -89,6 +90,28 @@ IssuanceRecord IssuanceFromRow(const SQLite::Statement& row) {
   record.duration_ms = row.getColumn(9).getInt64();
   record.error = row.getColumn(10).getString();
   return record;
+}
+
+Result<std::vector<VolumeRecord>> SelectVolumes(SQLite::Database& db, int schema_version,
+                                                const std::string& clause) {
+  const char* columns = schema_version >= 4   ? kVolumeSelectColumns
+                        : schema_version == 3 ? kVolumeSelectColumnsBeforeV4
+                                              : kVolumeSelectColumnsBeforeV3;
+  SQLite::Statement query(db, std::string(columns) + clause);
+  return CollectVolumes(query);
+}
+
+Result<std::vector<VolumeRecord>> ListVolumes(SQLite::Database& db, int schema_version) {
+  return SelectVolumes(db, schema_version, "ORDER BY volume_id");
+}
+
+std::vector<IssuanceRecord> ListIssuances(SQLite::Database& db, const std::string& volume_id) {
+  SQLite::Statement query(
+      db, std::string(kIssuanceSelectColumns) + "WHERE volume_id = ? ORDER BY id DESC");
+  query.bind(1, volume_id);
+  std::vector<IssuanceRecord> records;
+  while (query.executeStep()) records.push_back(IssuanceFromRow(query));
+  return records;
 }
 
 }  // namespace certmount

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -13,6 +14,7 @@
 
 namespace SQLite {
 class Column;
+class Database;
 class Statement;
 }  // namespace SQLite
 
@@ -35,11 +37,17 @@ extern const char kVolumeSelectColumnsBeforeV3[];
 // ready for a WHERE clause to be appended.
 extern const char kIssuanceSelectColumns[];
 
+// "publish" or "renewal": the kind's name in the issuances table.
+constexpr const char* IssuanceKindName(IssuanceKind kind) {
+  return kind == IssuanceKind::kPublish ? "publish" : "renewal";
+}
+
 // The column's integer, or nullopt for SQL NULL.
 std::optional<int64_t> OptionalInt(const SQLite::Column& column);
 
-// The current row of a statement selecting kVolumeSelectColumns. DATA_LOSS,
-// naming the volume, when its attributes column does not parse.
+// The current row of a statement selecting kVolumeSelectColumns (or one of
+// the older lists). DATA_LOSS, naming the volume, when its attributes are
+// missing or do not parse.
 Result<VolumeRecord> VolumeFromRow(const SQLite::Statement& row);
 
 // Steps `statement` (selecting kVolumeSelectColumns) to the end, mapping each
@@ -48,5 +56,19 @@ Result<std::vector<VolumeRecord>> CollectVolumes(SQLite::Statement& statement);
 
 // The current row of a statement selecting kIssuanceSelectColumns.
 IssuanceRecord IssuanceFromRow(const SQLite::Statement& row);
+
+// The volumes rows `clause` selects and orders (e.g. "ORDER BY volume_id"),
+// read from a database at `schema_version` with the column list that version
+// has. DATA_LOSS naming the volume if its attributes do not parse. Throws
+// SQLite::Exception as the statement does.
+Result<std::vector<VolumeRecord>> SelectVolumes(SQLite::Database& db, int schema_version,
+                                                const std::string& clause);
+
+// Every volumes row ordered by volume_id: SelectVolumes with that order.
+Result<std::vector<VolumeRecord>> ListVolumes(SQLite::Database& db, int schema_version);
+
+// The volume's issuances rows, newest first; empty for an unknown volume.
+// Throws SQLite::Exception as the statement does (e.g. with no such table).
+std::vector<IssuanceRecord> ListIssuances(SQLite::Database& db, const std::string& volume_id);
 
 }  // namespace certmount

@@ -14,6 +14,7 @@
 
 #include "common/clock.h"
 #include "state/store.h"
+#include "support/store_test_access.h"
 
 namespace {
 
@@ -57,9 +58,10 @@ int main(int argc, char** argv) {
   const certmount::IssuedCertificateFields cert{"c0ffee", 1000, 2000, 1500};
 
   const bool hold = mode == "hold";
-  certmount::Status status = (*store)->WriteInOneTransactionForTest(volume, argv[4], cert, [hold] {
-    if (hold) AnnounceAndWait("READY");
-  });
+  certmount::Status status =
+      certmount::StoreTestAccess(**store).WriteInOneTransaction(volume, argv[4], cert, [hold] {
+        if (hold) AnnounceAndWait("READY");
+      });
   if (!status.ok()) return Fail(status);
   AnnounceAndWait("COMMITTED");
 }

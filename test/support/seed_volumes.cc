@@ -1,4 +1,5 @@
 #include "support/seed_volumes.h"
+#include "support/store_test_access.h"
 
 #include "common/clock.h"
 
@@ -21,7 +22,7 @@ Status SeedMountedVolumes(Store& store, const std::string& target, int count) {
     IssuedCertificateFields cert{std::to_string(100000 + i), now, now + 90 * 86400,
                                  now + 86400 + (i * 60LL * 86400) / count};
     CERTMOUNT_RETURN_IF_ERROR(
-        store.WriteInOneTransactionForTest(record, record.volume_id, cert, [] {}));
+        StoreTestAccess(store).WriteInOneTransaction(record, record.volume_id, cert, [] {}));
   }
   return Status::Ok();
 }
