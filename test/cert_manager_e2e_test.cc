@@ -535,7 +535,6 @@ TEST(CertManagerRenewal, TimedOutRenewalIsResumedNotDuplicated) {
   // The signer never answers this attempt, so it always times out; the
   // deadline only has to outlast key generation on a loaded machine.
   options.timeout = 3s;
-  options.resumable_issuance = true;
   options.store = store->get();
   Renewer renewer(options, &issuer, Env::Default(), &SystemClock::Instance());
   auto row = [&] { return **(*store)->GetVolume(volume_id); };
@@ -598,7 +597,6 @@ TEST(CertManagerRenewal, FinalFailureStartsANewIssuanceNextTime) {
   RenewerOptions options;
   options.data_root = data_root;
   options.timeout = 10s;
-  options.resumable_issuance = true;
   options.store = store->get();
   Renewer renewer(options, &issuer, Env::Default(), &SystemClock::Instance());
   auto row = [&] { return **(*store)->GetVolume(volume_id); };

@@ -290,7 +290,6 @@ int Run(const Flags& flags) {
   options.mount_tmpfs = flags.mount_tmpfs;
   options.step_hook = TestHoldHook();
   options.history_limit = flags.history_limit;
-  options.resumable_issuance = cert_manager != nullptr;
   // Pods' tokens live in memory only (see service_account_tokens.h).
   ServiceAccountTokens tokens;
   if (flags.use_token_request) {
@@ -305,7 +304,6 @@ int Run(const Flags& flags) {
   RenewerOptions renewer_options;
   renewer_options.data_root = flags.data_root;
   renewer_options.timeout = *publish_timeout;
-  renewer_options.resumable_issuance = cert_manager != nullptr;
   renewer_options.store = store->get();
   renewer_options.tokens = options.tokens;
   Renewer renewer(renewer_options, issuer, env, &clock);

@@ -33,7 +33,7 @@
 #include "renew/renewer.h"
 #include "common/token_bucket.h"
 #include "state/store.h"
-#include "volume/publisher.h"
+#include "volume/volume_observer.h"
 
 namespace certmount {
 

@@ -7,11 +7,11 @@
 
 #include "common/metrics.h"
 #include "issue/attributes.h"
-#include "issue/cert_manager_issuer.h"
 #include "issue/certificate_info.h"
 #include "issue/renewal_time.h"
 #include "volume/atomic_writer.h"
 #include "volume/issuance.h"
+#include "volume/issuance_metrics.h"
 #include "volume/mount.h"
 #include "volume/mountinfo.h"
 #include "volume/paths.h"
@@ -30,15 +30,6 @@ struct PublisherMetrics {
       metrics::DurationBuckets());
   metrics::Histogram& publish_ok = publish_seconds.WithLabels({"ok"});
   metrics::Histogram& publish_error = publish_seconds.WithLabels({"error"});
-  metrics::CounterFamily& issuances = metrics::DefaultRegistry().AddCounter(
-      "certmount_issuances_total",
-      "Issuances that ran to an outcome, by issuer, kind (publish or renewal) and result (ok or "
-      "error).",
-      {"issuer", "kind", "result"});
-  metrics::HistogramFamily& issuance_seconds = metrics::DefaultRegistry().AddHistogram(
-      "certmount_issuance_duration_seconds",
-      "Time one issuance took (key, CSR, issuer, files), by issuer and kind.", {"issuer", "kind"},
-      metrics::DurationBuckets());
   metrics::GaugeFamily& startup_volumes = metrics::DefaultRegistry().AddGauge(
       "certmount_startup_cleanup_volumes",
       "What the startup cleanup did, by outcome: kept (mounted rows), deleted (rows removed), "
@@ -58,18 +49,7 @@ PublisherMetrics& Metrics() {
 
 [[maybe_unused]] const PublisherMetrics& registered_at_startup = Metrics();
 
-const char* KindLabel(IssuanceKind kind) {
-  return kind == IssuanceKind::kPublish ? "publish" : "renewal";
-}
-
 }  // namespace
-
-void RecordIssuanceMetrics(const std::string& issuer, IssuanceKind kind, bool ok, double seconds) {
-  PublisherMetrics& m = Metrics();
-  const std::string kind_label = KindLabel(kind);
-  m.issuances.WithLabels({issuer, kind_label, ok ? "ok" : "error"}).Increment();
-  m.issuance_seconds.WithLabels({issuer, kind_label}).Observe(seconds);
-}
 
 const char* PublishStepName(PublishStep step) {
   switch (step) {
@@ -490,7 +470,7 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
   record.attributes = StorableAttributes(request.volume_context);
   record.issuer = issuer_->Name();
   record.file_group = gid;
-  if (options_.resumable_issuance) record.request_name = CertificateRequestName(volume_id, 0);
+  if (issuer_->Resumable()) record.request_name = issuer_->RequestName(volume_id, 0);
   // Registering first and looking only on a conflict keeps a new volume,
   // the common case, at one transaction.
   CERTMOUNT_ASSIGN_OR_RETURN(std::optional<RegisteredVolume> existing,
@@ -539,7 +519,7 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
   issuance.layout = layout;
   issuance.ownership = FileOwnership{gid};
   issuance.request_name = record.request_name;
-  issuance.resumable = options_.resumable_issuance;
+  issuance.resumable = issuer_->Resumable();
   issuance.on_step = [&](IssuanceStep step) {
     switch (step) {
       case IssuanceStep::kKeyGenerated:
@@ -558,7 +538,7 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
   RecordIssuanceMetrics(issuer_->Name(), IssuanceKind::kPublish, fields.ok(),
                         std::chrono::duration<double>(clock_->SteadyNow() - issue_started).count());
   if (!fields.ok()) {
-    if (options_.resumable_issuance && fields.status().code() == Code::kDeadlineExceeded) {
+    if (issuer_->Resumable() && fields.status().code() == Code::kDeadlineExceeded) {
       // The request is still pending at the signer. Everything is rolled
       // back but the pending key and CSR, so kubelet's retry of this publish
       // resumes that request instead of replacing it. The issuer answers

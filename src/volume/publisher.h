@@ -23,6 +23,7 @@
 #include "state/store.h"
 #include "volume/mount.h"
 #include "volume/service_account_tokens.h"
+#include "volume/volume_observer.h"
 
 namespace certmount {
 
@@ -48,16 +49,6 @@ struct StartupSummary {
   int64_t milliseconds = 0;
 };
 
-// Told about volumes entering and leaving the mounted state, so the renewal
-// scheduler can track them without polling the database.
-class VolumeObserver {
- public:
-  virtual ~VolumeObserver() = default;
-  virtual void OnMounted(const ScheduledVolume& volume) = 0;
-  // Returns only once no issuance for the volume is running or will start.
-  virtual void OnRemoved(const std::string& volume_id) = 0;
-};
-
 // The named points of the publish sequence, in order. Tests hold the
 // sequence at one of them (see PublisherOptions::step_hook) to crash there.
 enum class PublishStep { kRegistered, kKeyGenerated, kIssued, kFilesWritten, kMounted, kCommitted };
@@ -73,18 +64,9 @@ struct PublisherOptions {
   ServiceAccountTokens* tokens = nullptr;
   // Rows of issuance history kept per volume (the publish writes the first).
   int history_limit = 10;
-  // Resumable issuance with signer-side names (the cert-manager issuer):
-  // the publish is issuance 0, named CertificateRequestName(volume_id, 0)
-  // and stored in the row's request_name.
-  bool resumable_issuance = false;
   // Called after each step; the default does nothing.
   std::function<void(PublishStep, const std::string& volume_id)> step_hook;
 };
-
-// Counts one issuance (publish or renewal) that ran to an outcome, in
-// certmount_issuances_total{issuer,kind,result} and
-// certmount_issuance_duration_seconds{issuer,kind}. Thread-safe; cheap.
-void RecordIssuanceMetrics(const std::string& issuer, IssuanceKind kind, bool ok, double seconds);
 
 class Publisher {
  public:
