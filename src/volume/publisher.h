@@ -4,6 +4,8 @@
 // final transaction, after the bind mount exists, marks it mounted.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -162,8 +164,28 @@ class Publisher {
   // The volume's data directory and a target path as mountinfo prints them.
   std::string MountSourceDir(const std::string& volume_id) const;
   std::string CanonicalTarget(const std::string& target) const;
+  // A publish of a volume without a mounted row: register, issue, mount,
+  // commit; a failure before the commit rolls back (NewPublishRollback).
   Status PublishNew(const PublishRequest& request, const CertificateSpec& spec,
                     std::stop_token stop);
+  class NewPublishRollback;
+  // The row a new publish registers.
+  VolumeRecord NewRecord(const PublishRequest& request, const PodInfo& pod,
+                         std::optional<gid_t> gid) const;
+  // Registers `record` unmounted. Returns nullopt when it did; otherwise the
+  // publish's outcome (a republish of the mounted volume, or an error).
+  std::optional<Status> Register(const PublishRequest& request, const VolumeRecord& record,
+                                 const TargetState& target, std::stop_token stop);
+  // Issues into the new volume's data directory; a timed-out resumable
+  // issuance tells `rollback` to keep its pending key and CSR.
+  Result<IssuedCertificateFields> IssueNew(const PublishRequest& request,
+                                           const CertificateSpec& spec, const VolumeRecord& record,
+                                           std::chrono::steady_clock::time_point deadline,
+                                           std::stop_token stop, NewPublishRollback& rollback);
+  // Bind-mounts the data directory at the target unless a bind of it is
+  // there already, telling `rollback` what it created.
+  Status MountNew(const PublishRequest& request, const TargetState& target,
+                  NewPublishRollback& rollback);
   // Undoes a failed publish: unmount, files, row. Keeps the first error.
   // With `keep_pending`, a resumable issuance's pending key and CSR stay
   // for kubelet's retry of the publish.
