@@ -68,14 +68,17 @@ class CertManagerDaemonTest : public ::testing::Test {
   CertManagerDaemonTest() { api_.PutPod("default", "web-0", kPodUid); }
   void SetUp() override { CERTMOUNT_REQUIRE_ROOT(); }
 
+  // With `hold_step`, the daemon holds every publish there (Daemon::StartHeldAt).
   void StartDaemon(const std::string& server, std::vector<std::string> extra = {},
-                   const std::map<std::string, std::string>& env = {}) {
+                   const std::string& hold_step = "", const std::string& hold_file = "") {
     const std::string kubeconfig =
         WriteKubeconfig(dir_.Sub("kubeconfig"), server, api_.server_ca_pem());
     daemon_ = std::make_unique<Daemon>(dir_.Sub("node"));
     args_ = {"--issuer=cert-manager", "--kubeconfig=" + kubeconfig};
     args_.insert(args_.end(), extra.begin(), extra.end());
-    ASSERT_TRUE(daemon_->Start(args_, env)) << daemon_->log();
+    ASSERT_TRUE(hold_step.empty() ? daemon_->Start(args_)
+                                  : daemon_->StartHeldAt(hold_step, hold_file, args_))
+        << daemon_->log();
   }
 
   std::string Target(const std::string& pod) {
@@ -131,8 +134,7 @@ class CertManagerDaemonTest : public ::testing::Test {
 
 TEST_F(CertManagerDaemonTest, StartupCleanupDeletesTheRequestOfAnAbandonedPublish) {
   const std::string hold_file = dir_.Sub("held");
-  StartDaemon(api_.url(), {},
-              {{"CERTMOUNT_TEST_HOLD_AT", "issued"}, {"CERTMOUNT_TEST_HOLD_FILE", hold_file}});
+  StartDaemon(api_.url(), {}, "issued", hold_file);
   const std::string target = Target("pod-c");
   std::thread publish([&] { Publish("csi-cm-c", target); });
   for (int i = 0; i < 600 && !fs::exists(hold_file); ++i) {
@@ -536,7 +538,6 @@ TEST(CertManagerRenewal, TimedOutRenewalIsResumedNotDuplicated) {
   // The signer never answers this attempt, so it always times out; the
   // deadline only has to outlast key generation on a loaded machine.
   options.timeout = 3s;
-  options.resumable_issuance = true;
   options.store = store->get();
   Renewer renewer(options, &issuer, Env::Default(), &SystemClock::Instance());
   auto row = [&] { return **(*store)->GetVolume(volume_id); };
@@ -600,7 +601,6 @@ TEST(CertManagerRenewal, FinalFailureStartsANewIssuanceNextTime) {
   RenewerOptions options;
   options.data_root = data_root;
   options.timeout = 10s;
-  options.resumable_issuance = true;
   options.store = store->get();
   Renewer renewer(options, &issuer, Env::Default(), &SystemClock::Instance());
   auto row = [&] { return **(*store)->GetVolume(volume_id); };

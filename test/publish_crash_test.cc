@@ -21,7 +21,8 @@ namespace fs = std::filesystem;
 
 int CountOccurrences(const std::string& text, const std::string& needle) {
   int n = 0;
-  for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) ++n;
+  for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1))
+    ++n;
   return n;
 }
 
@@ -33,9 +34,7 @@ TEST_P(PublishCrashTest, KilledAtStepLeavesCleanNodeAfterRestart) {
   TempDir dir;
   Daemon daemon(dir.path().string());
   const std::string hold_file = dir.Sub("held");
-  ASSERT_TRUE(daemon.Start({}, {{"CERTMOUNT_TEST_HOLD_AT", step},
-                                {"CERTMOUNT_TEST_HOLD_FILE", hold_file}}))
-      << daemon.log();
+  ASSERT_TRUE(daemon.StartHeldAt(step, hold_file)) << daemon.log();
 
   const std::string target = daemon.PodTarget("pod");
   const std::string volume_id = "csi-crash";
@@ -87,8 +86,7 @@ TEST(PublishInFlightTest, RetryWhileIssuingSharesTheFirstAttemptInsteadOfIssuing
   TempDir dir;
   Daemon daemon(dir.path().string());
   const std::string hold_file = dir.Sub("held");
-  ASSERT_TRUE(daemon.Start({"--publish-timeout=2s"}, {{"CERTMOUNT_TEST_HOLD_AT", "key-generated"},
-                                                     {"CERTMOUNT_TEST_HOLD_FILE", hold_file}}))
+  ASSERT_TRUE(daemon.StartHeldAt("key-generated", hold_file, {"--publish-timeout=2s"}))
       << daemon.log();
   const std::string target = daemon.PodTarget("pod");
   const std::string parent = fs::path(target).parent_path().string();
@@ -98,7 +96,8 @@ TEST(PublishInFlightTest, RetryWhileIssuingSharesTheFirstAttemptInsteadOfIssuing
 
   std::thread first([&] {
     csi::v1::NodePublishVolumeResponse response;
-    daemon.node().NodePublishVolume(CallContext(std::chrono::seconds(60)).get(), request, &response);
+    daemon.node().NodePublishVolume(CallContext(std::chrono::seconds(60)).get(), request,
+                                    &response);
   });
   for (int i = 0; i < 600 && !fs::exists(hold_file); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -113,7 +112,8 @@ TEST(PublishInFlightTest, RetryWhileIssuingSharesTheFirstAttemptInsteadOfIssuing
   // The same volume id for another target is a conflict, not a second issuance.
   csi::v1::NodePublishVolumeRequest elsewhere = request;
   elsewhere.set_target_path(parent + "/other");
-  grpc::Status conflict = daemon.node().NodePublishVolume(CallContext().get(), elsewhere, &response);
+  grpc::Status conflict =
+      daemon.node().NodePublishVolume(CallContext().get(), elsewhere, &response);
   EXPECT_EQ(conflict.error_code(), grpc::StatusCode::ALREADY_EXISTS) << conflict.error_message();
 
   daemon.Kill();

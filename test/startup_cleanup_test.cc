@@ -12,7 +12,7 @@
 
 #include "common/clock.h"
 #include "common/env.h"
-#include "issue/local_ca.h"
+#include "node/node.h"
 #include "state/store.h"
 #include "support/mounts.h"
 #include "support/root.h"
@@ -28,28 +28,26 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// One driver "life": a store, a CA and a publisher over the same data root.
+// One driver "life": the Node certmountd runs (src/node/node.h), opened
+// over the same data root and never served; the tests drive its publisher.
+// Two lives never overlap: each holds the data root's lock.
 struct Driver {
   explicit Driver(const TempDir& dir) {
     options.data_root = dir.Sub("data");
     options.target_root = dir.Sub("pods");
+    options.socket_path = dir.Sub("csi.sock");
     fs::create_directories(options.target_root);
-    fs::create_directories(options.data_root);
-    auto opened = Store::Open(options.data_root + "/state.db", SystemClock::Instance());
+    auto opened = Node::Open(options);
     EXPECT_TRUE(opened.ok()) << opened.status().ToString();
-    store = std::move(opened).value();
-    auto made =
-        LocalCa::LoadOrCreate(options.data_root + "/ca", SystemClock::Instance(), Env::Default());
-    EXPECT_TRUE(made.ok()) << made.status().ToString();
-    ca = std::move(made).value();
-    publisher = std::make_unique<Publisher>(options, store.get(), ca.get(), Env::Default(),
-                                            &SystemClock::Instance());
+    node = std::move(opened).value();
+    publisher = &node->publisher();
+    store = &node->store();
   }
 
-  PublisherOptions options;
-  std::unique_ptr<Store> store;
-  std::unique_ptr<LocalCa> ca;
-  std::unique_ptr<Publisher> publisher;
+  NodeOptions options;
+  std::unique_ptr<Node> node;
+  Publisher* publisher = nullptr;
+  Store* store = nullptr;
 };
 
 std::string MakeTarget(const Driver& driver, const std::string& pod) {
@@ -114,29 +112,31 @@ TEST(StartupCleanupTest, KeepsOnlyMountedVolumesAndSweepsEverythingElse) {
                     .ok());
   }  // the first life ends without unpublishing anything
 
-  Driver second(dir);
-  Result<StartupSummary> summary = second.publisher->Startup();
-  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
-  EXPECT_EQ(summary->kept, 1);
-  EXPECT_EQ(summary->deleted, 2);
-  EXPECT_EQ(summary->unmounted_by_check, 1);
-  EXPECT_EQ(summary->orphans_removed, 1);
+  {
+    Driver second(dir);
+    Result<StartupSummary> summary = second.publisher->Startup();
+    ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+    EXPECT_EQ(summary->kept, 1);
+    EXPECT_EQ(summary->deleted, 2);
+    EXPECT_EQ(summary->unmounted_by_check, 1);
+    EXPECT_EQ(summary->orphans_removed, 1);
 
-  Result<std::vector<VolumeRecord>> rows = StoreTestAccess(*second.store).ListVolumes();
-  ASSERT_TRUE(rows.ok());
-  ASSERT_EQ(rows->size(), 1u);
-  EXPECT_EQ(rows->front().volume_id, "csi-kept");
-  EXPECT_TRUE(rows->front().mounted);
+    Result<std::vector<VolumeRecord>> rows = StoreTestAccess(*second.store).ListVolumes();
+    ASSERT_TRUE(rows.ok());
+    ASSERT_EQ(rows->size(), 1u);
+    EXPECT_EQ(rows->front().volume_id, "csi-kept");
+    EXPECT_TRUE(rows->front().mounted);
 
-  EXPECT_TRUE(IsMountPoint(kept_target));
-  EXPECT_TRUE(fs::exists(kept_target + "/tls.crt"));
-  EXPECT_FALSE(IsMountPoint(lost_mount_target));
-  EXPECT_FALSE(IsMountPoint(in_flight_target));
-  std::vector<std::string> left;
-  for (const auto& entry : fs::directory_iterator(volumes_root)) {
-    left.push_back(entry.path().filename().string());
-  }
-  EXPECT_EQ(left, std::vector<std::string>{"csi-kept"});
+    EXPECT_TRUE(IsMountPoint(kept_target));
+    EXPECT_TRUE(fs::exists(kept_target + "/tls.crt"));
+    EXPECT_FALSE(IsMountPoint(lost_mount_target));
+    EXPECT_FALSE(IsMountPoint(in_flight_target));
+    std::vector<std::string> left;
+    for (const auto& entry : fs::directory_iterator(volumes_root)) {
+      left.push_back(entry.path().filename().string());
+    }
+    EXPECT_EQ(left, std::vector<std::string>{"csi-kept"});
+  }  // the second life ends
 
   // A third start finds nothing more to do.
   Driver third(dir);
@@ -262,24 +262,26 @@ TEST(StartupCleanupTest, LostVolumesTmpfsIsReattachedThroughThePodsMount) {
 TEST(StartupCleanupTest, VolumesTmpfsIsMountedOnceAndKeysNeverTouchDisk) {
   CERTMOUNT_REQUIRE_ROOT();
   TempDir dir;
-  Driver driver(dir);
-  ASSERT_TRUE(driver.publisher->Startup().ok());
   const std::string volumes_root = dir.Sub("data") + "/volumes";
-  ASSERT_TRUE(IsMountPoint(volumes_root));
-  std::ifstream mountinfo("/proc/self/mountinfo");
-  int tmpfs_mounts = 0;
-  for (std::string line; std::getline(mountinfo, line);) {
-    if (line.find(" " + volumes_root + " ") != std::string::npos &&
-        line.find(" - tmpfs ") != std::string::npos) {
-      ++tmpfs_mounts;
+  {
+    Driver driver(dir);
+    ASSERT_TRUE(driver.publisher->Startup().ok());
+    ASSERT_TRUE(IsMountPoint(volumes_root));
+    std::ifstream mountinfo("/proc/self/mountinfo");
+    int tmpfs_mounts = 0;
+    for (std::string line; std::getline(mountinfo, line);) {
+      if (line.find(" " + volumes_root + " ") != std::string::npos &&
+          line.find(" - tmpfs ") != std::string::npos) {
+        ++tmpfs_mounts;
+      }
     }
-  }
-  EXPECT_EQ(tmpfs_mounts, 1);
+    EXPECT_EQ(tmpfs_mounts, 1);
+  }  // the first life ends
   // A restart reuses the tmpfs instead of hiding the pods' files under a new one.
   Driver again(dir);
   ASSERT_TRUE(again.publisher->Startup().ok());
   std::ifstream mountinfo2("/proc/self/mountinfo");
-  tmpfs_mounts = 0;
+  int tmpfs_mounts = 0;
   for (std::string line; std::getline(mountinfo2, line);) {
     if (line.find(" " + volumes_root + " ") != std::string::npos) ++tmpfs_mounts;
   }

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cmd/cli_parse.h"
 #include "common/clock.h"
 #include "csi.grpc.pb.h"
 #include "state/state_reader.h"
@@ -495,17 +496,8 @@ int main(int argc, char** argv) {
     command->add_flag("--json", state.json, "print a JSON array instead of a table");
   }
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return 0;
-  } catch (const CLI::CallForVersion&) {
-    std::cout << "certmountctl " << CERTMOUNT_VERSION << "\n";
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "certmountctl: " << e.what() << "\n";
-    return kExitUsage;
+  if (std::optional<int> exit_code = certmount::ParseOrExit(app, "certmountctl", argc, argv)) {
+    return *exit_code;
   }
   if (publish_cmd->parsed()) return Publish(common, publish);
   if (unpublish_cmd->parsed()) return Unpublish(common, unpublish_volume, unpublish_target);

@@ -69,6 +69,12 @@ class CertManagerIssuer final : public Issuer {
 
   std::string Name() const override { return "cert-manager"; }
 
+  // Every issuance is a CertificateRequest named CertificateRequestName.
+  bool Resumable() const override { return true; }
+  std::string RequestName(std::string_view volume_id, uint64_t issuance) const override {
+    return CertificateRequestName(volume_id, issuance);
+  }
+
   // First reads the pod (input.pod, with the driver's own credentials): one
   // that is gone, has another UID, is terminating or has finished gets
   // ABORTED (non-final for kubelet, which then unpublishes), nothing is

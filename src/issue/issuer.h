@@ -1,5 +1,7 @@
-// The one interface every signer implements: the embedded local CA now, the
-// cert-manager CertificateRequest issuer later.
+// The one interface every signer implements: the embedded local CA
+// (local_ca.h) and the cert-manager CertificateRequest issuer
+// (cert_manager_issuer.h). Callers (the publisher, the renewer) name only
+// this interface.
 #pragma once
 
 #include <chrono>
@@ -8,6 +10,7 @@
 #include <set>
 #include <stop_token>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 #include "issue/certificate_info.h"
@@ -21,9 +24,9 @@ struct IssueInput {
   const CertificateSpec* spec = nullptr;
   PodInfo pod;
   // The signer-side name of this issuance, stable across retries of the same
-  // issuance (see CertificateRequestName in cert_manager_issuer.h), so a
-  // retry resumes the request instead of creating a second one. Empty: the
-  // issuer picks a fresh name. The local CA ignores it.
+  // issuance (Issuer::RequestName), so a retry resumes the request instead
+  // of creating a second one. Empty: the issuer picks a fresh name. A signer
+  // that is not Resumable() ignores it.
   std::string request_name;
   // A bearer token to act as instead of the driver's own identity (the
   // pod's service account token from csi.storage.k8s.io/serviceAccount.tokens).
@@ -47,6 +50,22 @@ class Issuer {
 
   // Short name for logs, metrics and the history table, e.g. "local-ca".
   virtual std::string Name() const = 0;
+
+  // Whether an issuance outlives one attempt: the signer keeps each request
+  // as an object under a name the caller chooses (RequestName), so an
+  // attempt cut off by a deadline or a restart is resumed, not duplicated.
+  // Callers of a resumable signer number each issuance of a volume (0 is the
+  // publish), store its name before asking, and keep the pending key and CSR
+  // until it completes (volume/issuance.h). The default: not resumable, every
+  // attempt starts afresh.
+  virtual bool Resumable() const { return false; }
+
+  // The name of the `issuance`-th issuance of `volume_id`, passed as
+  // IssueInput::request_name; the same for every retry of that issuance.
+  // Only meaningful when Resumable(); the default is empty (the signer picks).
+  virtual std::string RequestName(std::string_view /*volume_id*/, uint64_t /*issuance*/) const {
+    return {};
+  }
 
   // Signs `input.csr_pem` per `*input.spec`. Returns within `deadline` or
   // with DEADLINE_EXCEEDED; returns CANCELLED soon after `stop` is requested.

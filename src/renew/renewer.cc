@@ -1,7 +1,6 @@
 #include "renew/renewer.h"
 
 #include "issue/attributes.h"
-#include "issue/cert_manager_issuer.h"
 #include "volume/issuance.h"
 #include "volume/volume_layout.h"
 
@@ -44,23 +43,23 @@ Result<IssuedCertificateFields> Renewer::Renew(const VolumeRecord& volume, std::
     request.bearer_token_override = std::move(*token);
   }
   int64_t number = volume.issuance_number;
-  if (options_.resumable_issuance) {
+  if (issuer_->Resumable()) {
     if (!HasPendingIssuance(layout, env_)) {
       // A new issuance: its number is stored before any request exists.
       ++number;
       const std::string name =
-          CertificateRequestName(volume.volume_id, static_cast<uint64_t>(number));
+          issuer_->RequestName(volume.volume_id, static_cast<uint64_t>(number));
       if (options_.store == nullptr) {
         return Status::Internal("resumable issuance without a store");
       }
       CERTMOUNT_RETURN_IF_ERROR(options_.store->BeginIssuance(volume.volume_id, number, name));
     }
-    request.request_name = CertificateRequestName(volume.volume_id, static_cast<uint64_t>(number));
+    request.request_name = issuer_->RequestName(volume.volume_id, static_cast<uint64_t>(number));
     request.resumable = true;
   }
   Result<IssuedCertificateFields> issued =
       IssueIntoVolume(request, issuer_, env_, deadline, std::move(stop));
-  if (issued.ok() && options_.resumable_issuance) {
+  if (issued.ok() && issuer_->Resumable()) {
     issuer_->Retire(request.pod.namespace_, volume.volume_id, static_cast<uint64_t>(number));
   }
   return issued;

@@ -21,9 +21,9 @@ struct RenewerOptions {
   std::string data_root;
   // Bound on one issuance; certmountd passes --publish-timeout.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
-  // Resumable issuance with signer-side names (the cert-manager issuer): see
-  // Renew. Needs `store`, which must outlive the Renewer.
-  bool resumable_issuance = false;
+  // Where a resumable issuer's (Issuer::Resumable) issuance number and
+  // request name are stored before it is asked: see Renew. Needed only for
+  // such an issuer; must outlive the Renewer.
   Store* store = nullptr;
   // With --use-token-request: renewals sign with the pod's latest token from
   // here; without one (after a restart, before kubelet republishes) they
@@ -43,10 +43,10 @@ class Renewer {
   // timeout. On failure the volume's previous files stay as they were.
   // FAILED_PRECONDITION, without writing, when the volume's data directory
   // is gone: a new one would not be the directory the pod has mounted.
-  // With resumable_issuance: when the volume has a pending issuance (its key
+  // With a resumable issuer: when the volume has a pending issuance (its key
   // and CSR kept after a timeout or restart) it is resumed under the row's
   // issuance number; otherwise the number is bumped and stored (with its
-  // request name, CertificateRequestName) BEFORE the issuer is asked, so a
+  // request name, Issuer::RequestName) BEFORE the issuer is asked, so a
   // restart resumes the same request.
   // Thread-safe for different volumes; calls for one volume must not overlap.
   Result<IssuedCertificateFields> Renew(const VolumeRecord& volume, std::stop_token stop);

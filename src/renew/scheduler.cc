@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "volume/issuance_metrics.h"
+
 namespace certmount {
 
 namespace {

@@ -33,7 +33,7 @@
 #include "renew/backoff.h"
 #include "renew/renewer.h"
 #include "state/store.h"
-#include "volume/publisher.h"
+#include "volume/volume_observer.h"
 
 namespace certmount {
 

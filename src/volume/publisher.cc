@@ -7,11 +7,11 @@
 
 #include "common/metrics.h"
 #include "issue/attributes.h"
-#include "issue/cert_manager_issuer.h"
 #include "issue/certificate_info.h"
 #include "issue/renewal_time.h"
 #include "volume/atomic_writer.h"
 #include "volume/issuance.h"
+#include "volume/issuance_metrics.h"
 #include "volume/mount.h"
 #include "volume/mountinfo.h"
 #include "volume/paths.h"
@@ -30,15 +30,6 @@ struct PublisherMetrics {
       metrics::DurationBuckets());
   metrics::Histogram& publish_ok = publish_seconds.WithLabels({"ok"});
   metrics::Histogram& publish_error = publish_seconds.WithLabels({"error"});
-  metrics::CounterFamily& issuances = metrics::DefaultRegistry().AddCounter(
-      "certmount_issuances_total",
-      "Issuances that ran to an outcome, by issuer, kind (publish or renewal) and result (ok or "
-      "error).",
-      {"issuer", "kind", "result"});
-  metrics::HistogramFamily& issuance_seconds = metrics::DefaultRegistry().AddHistogram(
-      "certmount_issuance_duration_seconds",
-      "Time one issuance took (key, CSR, issuer, files), by issuer and kind.", {"issuer", "kind"},
-      metrics::DurationBuckets());
   metrics::GaugeFamily& startup_volumes = metrics::DefaultRegistry().AddGauge(
       "certmount_startup_cleanup_volumes",
       "What the startup cleanup did, by outcome: kept (mounted rows), deleted (rows removed), "
@@ -58,18 +49,7 @@ PublisherMetrics& Metrics() {
 
 [[maybe_unused]] const PublisherMetrics& registered_at_startup = Metrics();
 
-const char* KindLabel(IssuanceKind kind) {
-  return kind == IssuanceKind::kPublish ? "publish" : "renewal";
-}
-
 }  // namespace
-
-void RecordIssuanceMetrics(const std::string& issuer, IssuanceKind kind, bool ok, double seconds) {
-  PublisherMetrics& m = Metrics();
-  const std::string kind_label = KindLabel(kind);
-  m.issuances.WithLabels({issuer, kind_label, ok ? "ok" : "error"}).Increment();
-  m.issuance_seconds.WithLabels({issuer, kind_label}).Observe(seconds);
-}
 
 const char* PublishStepName(PublishStep step) {
   switch (step) {
@@ -470,18 +450,56 @@ Result<std::optional<gid_t>> FileGroup(const CertificateSpec& spec,
   return std::optional<gid_t>(static_cast<gid_t>(gid));
 }
 
+// The publish step an issuance step is.
+PublishStep PublishStepOf(IssuanceStep step) {
+  switch (step) {
+    case IssuanceStep::kKeyGenerated:
+      return PublishStep::kKeyGenerated;
+    case IssuanceStep::kIssued:
+      return PublishStep::kIssued;
+    case IssuanceStep::kFilesWritten:
+      break;
+  }
+  return PublishStep::kFilesWritten;
+}
+
 }  // namespace
 
-Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpec& spec,
-                             std::stop_token stop) {
-  const std::string& volume_id = request.volume_id;
-  const auto deadline = clock_->SteadyNow() + options_.publish_timeout;
-  CERTMOUNT_ASSIGN_OR_RETURN(std::optional<gid_t> gid, FileGroup(spec, request.volume_mount_group));
+// Undoes a new publish unless it committed: its mount, files and row
+// (Publisher::RollBack), then, unless the pending request is kept for
+// kubelet's retry, the issuer's requests of the volume.
+class Publisher::NewPublishRollback {
+ public:
+  NewPublishRollback(Publisher* publisher, const PublishRequest& request, std::string namespace_)
+      : publisher_(publisher), request_(request), namespace_(std::move(namespace_)) {}
+  NewPublishRollback(const NewPublishRollback&) = delete;
+  NewPublishRollback& operator=(const NewPublishRollback&) = delete;
+  ~NewPublishRollback() {
+    if (committed_) return;
+    publisher_->RollBack(request_.volume_id, request_.target_path, mounted_, created_target_,
+                         keep_pending_);
+    if (!keep_pending_) publisher_->issuer_->Retire(namespace_, request_.volume_id, std::nullopt);
+  }
 
-  CERTMOUNT_ASSIGN_OR_RETURN(TargetState target, InspectTarget(request.target_path, volume_id));
-  PodInfo pod = PodInfoFromContext(request.volume_context);
+  void CreatedTarget(bool created) { created_target_ = created; }
+  void Mounted() { mounted_ = true; }
+  void KeepPending() { keep_pending_ = true; }
+  void Committed() { committed_ = true; }
+
+ private:
+  Publisher* publisher_;
+  const PublishRequest& request_;
+  std::string namespace_;
+  bool mounted_ = false;
+  bool created_target_ = false;
+  bool keep_pending_ = false;
+  bool committed_ = false;
+};
+
+VolumeRecord Publisher::NewRecord(const PublishRequest& request, const PodInfo& pod,
+                                  std::optional<gid_t> gid) const {
   VolumeRecord record;
-  record.volume_id = volume_id;
+  record.volume_id = request.volume_id;
   record.target_path = request.target_path;
   record.pod_namespace = pod.namespace_;
   record.pod_name = pod.name;
@@ -490,95 +508,103 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
   record.attributes = StorableAttributes(request.volume_context);
   record.issuer = issuer_->Name();
   record.file_group = gid;
-  if (options_.resumable_issuance) record.request_name = CertificateRequestName(volume_id, 0);
+  if (issuer_->Resumable()) record.request_name = issuer_->RequestName(request.volume_id, 0);
+  return record;
+}
+
+std::optional<Status> Publisher::Register(const PublishRequest& request, const VolumeRecord& record,
+                                          const TargetState& target, std::stop_token stop) {
+  const std::string& volume_id = request.volume_id;
   // Registering first and looking only on a conflict keeps a new volume,
   // the common case, at one transaction.
-  CERTMOUNT_ASSIGN_OR_RETURN(std::optional<RegisteredVolume> existing,
-                             store_->TryRegisterVolume(record));
-  if (existing.has_value()) {
-    if (existing->target_path != request.target_path) {
-      return Status::AlreadyExists("volume " + volume_id + " is already published at " +
-                                   existing->target_path);
-    }
-    if (existing->mounted) return Republish(request, record, target, stop);
-    // An unmounted row that is not in flight is the remains of a rollback
-    // that could not finish; clear it and start over.
-    RollBack(volume_id, request.target_path, /*mounted=*/true, /*created_target=*/false,
-             /*keep_pending=*/false);
-    CERTMOUNT_ASSIGN_OR_RETURN(existing, store_->TryRegisterVolume(record));
-    if (existing.has_value()) {
-      // Only a second writer of the database could have put it back.
-      return Status::Aborted("volume " + volume_id + " was registered again while its stale row " +
-                             "was being cleared; retry");
-    }
+  Result<std::optional<RegisteredVolume>> existing = store_->TryRegisterVolume(record);
+  if (!existing.ok()) return existing.status();
+  if (!existing->has_value()) return std::nullopt;
+  if ((*existing)->target_path != request.target_path) {
+    return Status::AlreadyExists("volume " + volume_id + " is already published at " +
+                                 (*existing)->target_path);
   }
-  Step(PublishStep::kRegistered, volume_id);
+  if ((*existing)->mounted) return Republish(request, record, target, stop);
+  // An unmounted row that is not in flight is the remains of a rollback
+  // that could not finish; clear it and start over.
+  RollBack(volume_id, request.target_path, /*mounted=*/true, /*created_target=*/false,
+           /*keep_pending=*/false);
+  existing = store_->TryRegisterVolume(record);
+  if (!existing.ok()) return existing.status();
+  if (!existing->has_value()) return std::nullopt;
+  // Only a second writer of the database could have put it back.
+  return Status::Aborted("volume " + volume_id + " was registered again while its stale row " +
+                         "was being cleared; retry");
+}
 
-  bool mounted = false;
-  bool created_target = false;
-  bool keep_pending = false;
-  auto fail = [&](const Status& status) {
-    RollBack(volume_id, request.target_path, mounted, created_target, keep_pending);
-    // The volume is gone, unless its pending request is kept for kubelet's retry.
-    if (!keep_pending) issuer_->Retire(pod.namespace_, volume_id, std::nullopt);
-    return status;
-  };
-
+Result<IssuedCertificateFields> Publisher::IssueNew(const PublishRequest& request,
+                                                    const CertificateSpec& spec,
+                                                    const VolumeRecord& record,
+                                                    std::chrono::steady_clock::time_point deadline,
+                                                    std::stop_token stop,
+                                                    NewPublishRollback& rollback) {
+  const std::string& volume_id = request.volume_id;
   const VolumeLayout layout = VolumeLayout::For(options_.data_root, volume_id);
-  Status secrets = SaveSecretAttributes(layout, SecretAttributes(request.volume_context), env_);
-  if (!secrets.ok()) return fail(secrets);
-  Status described = SaveVolumeDescription(layout, record, env_);
-  if (!described.ok()) return fail(described);
   IssuanceRequest issuance;
   issuance.volume_id = volume_id;
   issuance.spec = &spec;
-  issuance.pod = pod;
+  issuance.pod = PodInfoFromContext(request.volume_context);
   if (options_.tokens != nullptr) {
     issuance.bearer_token_override = options_.tokens->Get(volume_id).value_or("");
   }
   issuance.layout = layout;
-  issuance.ownership = FileOwnership{gid};
+  issuance.ownership = FileOwnership{record.file_group};
   issuance.request_name = record.request_name;
-  issuance.resumable = options_.resumable_issuance;
-  issuance.on_step = [&](IssuanceStep step) {
-    switch (step) {
-      case IssuanceStep::kKeyGenerated:
-        Step(PublishStep::kKeyGenerated, volume_id);
-        break;
-      case IssuanceStep::kIssued:
-        Step(PublishStep::kIssued, volume_id);
-        break;
-      case IssuanceStep::kFilesWritten:
-        Step(PublishStep::kFilesWritten, volume_id);
-        break;
-    }
-  };
-  const auto issue_started = clock_->SteadyNow();
+  issuance.resumable = issuer_->Resumable();
+  issuance.on_step = [&](IssuanceStep step) { Step(PublishStepOf(step), volume_id); };
+  const auto started = clock_->SteadyNow();
   Result<IssuedCertificateFields> fields = IssueIntoVolume(issuance, issuer_, env_, deadline, stop);
   RecordIssuanceMetrics(issuer_->Name(), IssuanceKind::kPublish, fields.ok(),
-                        std::chrono::duration<double>(clock_->SteadyNow() - issue_started).count());
-  if (!fields.ok()) {
-    if (options_.resumable_issuance && fields.status().code() == Code::kDeadlineExceeded) {
-      // The request is still pending at the signer. Everything is rolled
-      // back but the pending key and CSR, so kubelet's retry of this publish
-      // resumes that request instead of replacing it. The issuer answers
-      // DEADLINE_EXCEEDED only while the pod runs; if it goes later, kubelet's
-      // unpublish (or the next start's sweeps) removes the files and request.
-      keep_pending = true;
-    }
-    return fail(fields.status());
+                        std::chrono::duration<double>(clock_->SteadyNow() - started).count());
+  if (!fields.ok() && issuer_->Resumable() && fields.status().code() == Code::kDeadlineExceeded) {
+    // The request is still pending at the signer. Everything is rolled
+    // back but the pending key and CSR, so kubelet's retry of this publish
+    // resumes that request instead of replacing it. The issuer answers
+    // DEADLINE_EXCEEDED only while the pod runs; if it goes later, kubelet's
+    // unpublish (or the next start's sweeps) removes the files and request.
+    rollback.KeepPending();
   }
+  return fields;
+}
 
+Status Publisher::MountNew(const PublishRequest& request, const TargetState& target,
+                           NewPublishRollback& rollback) {
   // A bind of this very directory already there (its row was lost while it
   // stayed mounted) is reused, never stacked on.
-  if (target.holder != TargetHolder::kThisVolume) {
-    Result<bool> target_created = EnsureTargetDirectory(request.target_path, env_);
-    if (!target_created.ok()) return fail(target_created.status());
-    created_target = *target_created;
-    Status bound = BindMountReadOnly(layout.data, request.target_path, env_);
-    if (!bound.ok()) return fail(bound);
-    mounted = true;
-  }
+  if (target.holder == TargetHolder::kThisVolume) return Status::Ok();
+  CERTMOUNT_ASSIGN_OR_RETURN(bool created_target, EnsureTargetDirectory(request.target_path, env_));
+  rollback.CreatedTarget(created_target);
+  const VolumeLayout layout = VolumeLayout::For(options_.data_root, request.volume_id);
+  CERTMOUNT_RETURN_IF_ERROR(BindMountReadOnly(layout.data, request.target_path, env_));
+  rollback.Mounted();
+  return Status::Ok();
+}
+
+Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpec& spec,
+                             std::stop_token stop) {
+  const std::string& volume_id = request.volume_id;
+  const auto deadline = clock_->SteadyNow() + options_.publish_timeout;
+  CERTMOUNT_ASSIGN_OR_RETURN(std::optional<gid_t> gid, FileGroup(spec, request.volume_mount_group));
+  CERTMOUNT_ASSIGN_OR_RETURN(TargetState target, InspectTarget(request.target_path, volume_id));
+  const PodInfo pod = PodInfoFromContext(request.volume_context);
+  const VolumeRecord record = NewRecord(request, pod, gid);
+  if (std::optional<Status> done = Register(request, record, target, stop)) return *done;
+  Step(PublishStep::kRegistered, volume_id);
+
+  NewPublishRollback rollback(this, request, pod.namespace_);
+  const VolumeLayout layout = VolumeLayout::For(options_.data_root, volume_id);
+  CERTMOUNT_RETURN_IF_ERROR(
+      SaveSecretAttributes(layout, SecretAttributes(request.volume_context), env_));
+  CERTMOUNT_RETURN_IF_ERROR(SaveVolumeDescription(layout, record, env_));
+  const auto issue_started = clock_->SteadyNow();
+  CERTMOUNT_ASSIGN_OR_RETURN(IssuedCertificateFields fields,
+                             IssueNew(request, spec, record, deadline, stop, rollback));
+  CERTMOUNT_RETURN_IF_ERROR(MountNew(request, target, rollback));
   Step(PublishStep::kMounted, volume_id);
 
   IssuanceAttempt attempt;
@@ -586,15 +612,15 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
   attempt.duration_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(clock_->SteadyNow() - issue_started)
           .count();
-  Status committed =
-      store_->MarkMountedWithHistory(volume_id, *fields, attempt, options_.history_limit);
-  if (!committed.ok()) return fail(committed);
+  CERTMOUNT_RETURN_IF_ERROR(
+      store_->MarkMountedWithHistory(volume_id, fields, attempt, options_.history_limit));
+  rollback.Committed();
   Step(PublishStep::kCommitted, volume_id);
   issuer_->Retire(pod.namespace_, volume_id, 0);
 
-  if (observer_ != nullptr) observer_->OnMounted({volume_id, fields->next_issuance_at});
+  if (observer_ != nullptr) observer_->OnMounted({volume_id, fields.next_issuance_at});
   spdlog::info("published volume {} at {} serial {} not_after {}", volume_id, request.target_path,
-               fields->serial, fields->not_after);
+               fields.serial, fields.not_after);
   return Status::Ok();
 }
 

@@ -4,6 +4,8 @@
 // final transaction, after the bind mount exists, marks it mounted.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -23,6 +25,7 @@
 #include "state/store.h"
 #include "volume/mount.h"
 #include "volume/service_account_tokens.h"
+#include "volume/volume_observer.h"
 
 namespace certmount {
 
@@ -48,16 +51,6 @@ struct StartupSummary {
   int64_t milliseconds = 0;
 };
 
-// Told about volumes entering and leaving the mounted state, so the renewal
-// scheduler can track them without polling the database.
-class VolumeObserver {
- public:
-  virtual ~VolumeObserver() = default;
-  virtual void OnMounted(const ScheduledVolume& volume) = 0;
-  // Returns only once no issuance for the volume is running or will start.
-  virtual void OnRemoved(const std::string& volume_id) = 0;
-};
-
 // The named points of the publish sequence, in order. Tests hold the
 // sequence at one of them (see PublisherOptions::step_hook) to crash there.
 enum class PublishStep { kRegistered, kKeyGenerated, kIssued, kFilesWritten, kMounted, kCommitted };
@@ -73,18 +66,9 @@ struct PublisherOptions {
   ServiceAccountTokens* tokens = nullptr;
   // Rows of issuance history kept per volume (the publish writes the first).
   int history_limit = 10;
-  // Resumable issuance with signer-side names (the cert-manager issuer):
-  // the publish is issuance 0, named CertificateRequestName(volume_id, 0)
-  // and stored in the row's request_name.
-  bool resumable_issuance = false;
   // Called after each step; the default does nothing.
   std::function<void(PublishStep, const std::string& volume_id)> step_hook;
 };
-
-// Counts one issuance (publish or renewal) that ran to an outcome, in
-// certmount_issuances_total{issuer,kind,result} and
-// certmount_issuance_duration_seconds{issuer,kind}. Thread-safe; cheap.
-void RecordIssuanceMetrics(const std::string& issuer, IssuanceKind kind, bool ok, double seconds);
 
 class Publisher {
  public:
@@ -180,8 +164,28 @@ class Publisher {
   // The volume's data directory and a target path as mountinfo prints them.
   std::string MountSourceDir(const std::string& volume_id) const;
   std::string CanonicalTarget(const std::string& target) const;
+  // A publish of a volume without a mounted row: register, issue, mount,
+  // commit; a failure before the commit rolls back (NewPublishRollback).
   Status PublishNew(const PublishRequest& request, const CertificateSpec& spec,
                     std::stop_token stop);
+  class NewPublishRollback;
+  // The row a new publish registers.
+  VolumeRecord NewRecord(const PublishRequest& request, const PodInfo& pod,
+                         std::optional<gid_t> gid) const;
+  // Registers `record` unmounted. Returns nullopt when it did; otherwise the
+  // publish's outcome (a republish of the mounted volume, or an error).
+  std::optional<Status> Register(const PublishRequest& request, const VolumeRecord& record,
+                                 const TargetState& target, std::stop_token stop);
+  // Issues into the new volume's data directory; a timed-out resumable
+  // issuance tells `rollback` to keep its pending key and CSR.
+  Result<IssuedCertificateFields> IssueNew(const PublishRequest& request,
+                                           const CertificateSpec& spec, const VolumeRecord& record,
+                                           std::chrono::steady_clock::time_point deadline,
+                                           std::stop_token stop, NewPublishRollback& rollback);
+  // Bind-mounts the data directory at the target unless a bind of it is
+  // there already, telling `rollback` what it created.
+  Status MountNew(const PublishRequest& request, const TargetState& target,
+                  NewPublishRollback& rollback);
   // Undoes a failed publish: unmount, files, row. Keeps the first error.
   // With `keep_pending`, a resumable issuance's pending key and CSR stay
   // for kubelet's retry of the publish.

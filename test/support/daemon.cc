@@ -106,7 +106,18 @@ Daemon::~Daemon() {
 
 bool Daemon::Start(const std::vector<std::string>& extra_args,
                    const std::map<std::string, std::string>& extra_env) {
-  std::vector<std::string> argv = {CERTMOUNTD_PATH,
+  return StartProgram(CERTMOUNTD_PATH, extra_args, extra_env);
+}
+
+bool Daemon::StartHeldAt(const std::string& step, const std::string& hold_file,
+                         const std::vector<std::string>& extra_args) {
+  return StartProgram(CERTMOUNTD_TEST_HOOKS_PATH, extra_args,
+                      {{"CERTMOUNT_TEST_HOLD_AT", step}, {"CERTMOUNT_TEST_HOLD_FILE", hold_file}});
+}
+
+bool Daemon::StartProgram(const std::string& program, const std::vector<std::string>& extra_args,
+                          const std::map<std::string, std::string>& extra_env) {
+  std::vector<std::string> argv = {program,
                                    "--endpoint=" + endpoint(),
                                    "--node-id=test-node",
                                    "--data-root=" + data_root_,

@@ -36,6 +36,12 @@ class Daemon {
   // until the socket accepts calls. Returns false (with log()) if it exits.
   bool Start(const std::vector<std::string>& extra_args = {},
              const std::map<std::string, std::string>& extra_env = {});
+  // Like Start, but runs the tests' build of certmountd
+  // (test/helpers/certmountd_test_hooks.cc): every publish stops forever at
+  // `step` (a PublishStepName, e.g. "key-generated") after appending
+  // "<step> <volume id>" to `hold_file`, so the test can kill it there.
+  bool StartHeldAt(const std::string& step, const std::string& hold_file,
+                   const std::vector<std::string>& extra_args = {});
   // SIGTERM, then waits; returns the exit code.
   int Terminate();
   // SIGKILL, then waits.
@@ -59,6 +65,9 @@ class Daemon {
   csi::v1::Node::Stub& node();
 
  private:
+  bool StartProgram(const std::string& program, const std::vector<std::string>& extra_args,
+                    const std::map<std::string, std::string>& extra_env);
+
   std::string root_;
   std::string socket_path_;
   std::string data_root_;

@@ -1,0 +1,271 @@
+#include "node/node.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "csi/endpoint.h"
+#include "csi/rpc_log.h"
+#include "issue/cert_manager_issuer.h"
+#include "issue/local_ca.h"
+#include "kube/client.h"
+#include "kube/config.h"
+
+namespace certmount {
+namespace {
+
+// The startup refusals that need no state: each comes before anything is
+// created, mounted or written, so a refused start leaves the node as it was.
+Status CheckStartable(const NodeOptions& options) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(options.target_root, error)) {
+    return Status::FailedPrecondition("--target-root " + options.target_root +
+                                      " is not an existing directory (kubelet's pods directory, "
+                                      "usually /var/lib/kubelet/pods)");
+  }
+  if (Status s = PrepareSocketPath(options.socket_path); !s.ok()) {
+    return s.WithContext("--endpoint");
+  }
+  return Status::Ok();
+}
+
+// The cert-manager issuer from --kubeconfig (else the in-cluster config).
+// Creating the client does not contact the API server, so an unreachable
+// one delays nothing here; issuances report it as UNAVAILABLE.
+Result<std::unique_ptr<Issuer>> MakeCertManagerIssuer(const NodeOptions& options) {
+  Result<kube::KubeConfig> config = options.kubeconfig.empty()
+                                        ? kube::LoadInClusterConfig()
+                                        : kube::LoadKubeconfig(options.kubeconfig);
+  if (!config.ok()) {
+    return config.status().WithContext(options.kubeconfig.empty()
+                                           ? "no in-cluster Kubernetes config (pass --kubeconfig "
+                                             "outside a pod)"
+                                           : "--kubeconfig " + options.kubeconfig);
+  }
+  kube::ClientOptions client_options;
+  client_options.qps = options.kube_api_qps;
+  client_options.burst = options.kube_api_burst;
+  CERTMOUNT_ASSIGN_OR_RETURN(std::unique_ptr<kube::Client> client,
+                             kube::Client::Create(std::move(*config), client_options));
+  CertManagerIssuerOptions issuer_options;
+  issuer_options.node_id = options.node_id;
+  issuer_options.max_requests_per_volume = options.max_requests_per_volume;
+  return std::unique_ptr<Issuer>(std::make_unique<CertManagerIssuer>(
+      std::shared_ptr<kube::Client>(std::move(client)), issuer_options));
+}
+
+Result<std::unique_ptr<Issuer>> MakeLocalCa(const NodeOptions& options, const Clock& clock,
+                                            Env* env) {
+  Result<std::unique_ptr<LocalCa>> ca =
+      options.ca_cert.empty() ? LocalCa::LoadOrCreate(options.data_root + "/ca", clock, env)
+                              : LocalCa::FromFiles(options.ca_cert, options.ca_key, clock, env);
+  if (!ca.ok()) return ca.status();
+  return std::unique_ptr<Issuer>(std::move(*ca));
+}
+
+// Logs `status` as `what: <status>` and returns it.
+Status Failed(const char* what, const Status& status) {
+  spdlog::error("{}: {}", what, status.ToString());
+  return status;
+}
+
+}  // namespace
+
+Node::Node(ConstructionKey<Node> /*key*/, NodeOptions options) : options_(std::move(options)) {
+  options_.scheduler.history_limit = options_.history_limit;
+}
+
+Result<std::unique_ptr<Node>> Node::Open(NodeOptions options) {
+  auto node = std::make_unique<Node>(ConstructionKey<Node>(), std::move(options));
+  CERTMOUNT_RETURN_IF_ERROR(node->OpenState());
+  CERTMOUNT_RETURN_IF_ERROR(node->OpenIssuer());
+  node->Wire();
+  CERTMOUNT_RETURN_IF_ERROR(node->StartMetrics());
+  return node;
+}
+
+Status Node::OpenState() {
+  if (Status s = CheckStartable(options_); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return s;
+  }
+  if (Status s = env_->CreateDirectories(options_.data_root, 0700); !s.ok()) {
+    return Failed("cannot create data root", s);
+  }
+  Result<std::unique_ptr<DataRootLock>> lock = DataRootLock::Acquire(options_.data_root, env_);
+  if (!lock.ok()) {
+    spdlog::error("{}", lock.status().message());
+    return lock.status();
+  }
+  lock_ = std::move(*lock);
+  const std::string& legacy_root = options_.legacy_data_root;
+  if (!legacy_root.empty() && legacy_root != options_.data_root) {
+    Result<LegacyMigration> moved = MigrateLegacyDataRoot(options_.data_root, legacy_root, env_);
+    if (!moved.ok()) {
+      spdlog::error("{}", moved.status().ToString());
+      return moved.status();
+    }
+    legacy_ = std::move(*moved);
+    if (legacy_.migrated) {
+      spdlog::warn(
+          "moved node state from {} to {}: state.db copied, {} CA files copied, volumes "
+          "tmpfs {}",
+          legacy_root, options_.data_root, legacy_.ca_files_copied,
+          legacy_.volumes_bound ? "bound at the new place" : "not mounted (none to keep)");
+    }
+  }
+  Result<std::unique_ptr<Store>> store = Store::Open(options_.data_root + "/state.db", clock_);
+  if (!store.ok()) return Failed("cannot open node state", store.status());
+  store_ = std::move(*store);
+  return Status::Ok();
+}
+
+Status Node::OpenIssuer() {
+  const bool cert_manager = options_.issuer == IssuerKind::kCertManager;
+  Result<std::unique_ptr<Issuer>> issuer =
+      cert_manager ? MakeCertManagerIssuer(options_) : MakeLocalCa(options_, clock_, env_);
+  if (!issuer.ok()) {
+    return Failed(
+        cert_manager ? "cannot set up the cert-manager issuer" : "cannot set up the local CA",
+        issuer.status());
+  }
+  issuer_ = std::move(*issuer);
+  return Status::Ok();
+}
+
+void Node::Wire() {
+  PublisherOptions publisher_options;
+  publisher_options.data_root = options_.data_root;
+  publisher_options.target_root = options_.target_root;
+  publisher_options.publish_timeout = options_.publish_timeout;
+  publisher_options.mount_tmpfs = options_.mount_tmpfs;
+  publisher_options.step_hook = options_.publish_step_hook;
+  publisher_options.history_limit = options_.history_limit;
+  if (options_.use_token_request) {
+    // Only a signer that acts as the pod can use its token.
+    if (options_.issuer == IssuerKind::kCertManager) {
+      publisher_options.tokens = &tokens_;
+    } else {
+      spdlog::warn("--use-token-request has no effect with --issuer {}", issuer_->Name());
+    }
+  }
+  publisher_ =
+      std::make_unique<Publisher>(publisher_options, store_.get(), issuer_.get(), env_, &clock_);
+  RenewerOptions renewer_options;
+  renewer_options.data_root = options_.data_root;
+  renewer_options.timeout = options_.publish_timeout;
+  renewer_options.store = store_.get();
+  renewer_options.tokens = publisher_options.tokens;
+  renewer_ = std::make_unique<Renewer>(renewer_options, issuer_.get(), env_, &clock_);
+  scheduler_ =
+      std::make_unique<RenewalScheduler>(options_.scheduler, store_.get(), renewer_.get(), &clock_);
+  health_ = std::make_unique<VolumeHealthChecker>(options_.data_root, store_.get(), env_, &clock_);
+}
+
+// Served from before the startup cleanup: /healthz answers during a long
+// cleanup, /readyz stays 503 until the CSI socket is served.
+Status Node::StartMetrics() {
+  metrics_server_ = std::make_unique<MetricsServer>(&metrics::DefaultRegistry(), store_.get());
+  if (!options_.metrics_address.has_value()) return Status::Ok();
+  state_metrics_.emplace(&metrics::DefaultRegistry(), store_.get(), scheduler_.get());
+  if (Status s = metrics_server_->Start(*options_.metrics_address); !s.ok()) {
+    spdlog::error("--metrics-address: {}", s.message());
+    return s;
+  }
+  return Status::Ok();
+}
+
+Result<Node::Cleaned> Node::CleanUp() {
+  Result<StartupSummary> startup = publisher_->Startup();
+  if (!startup.ok()) return Failed("startup cleanup failed", startup.status());
+  spdlog::info(
+      "startup cleanup: kept {} rows, deleted {} (of which {} no longer mounted), removed {} "
+      "orphan directories, adopted {} still-mounted directories without a row (kept {} that "
+      "could not be adopted), {} ms",
+      startup->kept, startup->deleted, startup->unmounted_by_check, startup->orphans_removed,
+      startup->adopted, startup->kept_unadoptable, startup->milliseconds);
+  return Cleaned(*startup);
+}
+
+Result<Node::ScheduleLoaded> Node::LoadSchedule(const Cleaned& /*cleaned*/) {
+  // Only now, with every unmounted row gone, may renewals be scheduled.
+  Result<SchedulerLoadSummary> loaded = scheduler_->Load();
+  if (!loaded.ok()) return Failed("cannot load the renewal schedule", loaded.status());
+  spdlog::info("renewal scheduler: {} volumes, {} overdue spread over {} s", loaded->volumes,
+               loaded->overdue, loaded->spread_seconds);
+  return ScheduleLoaded();
+}
+
+Node::Renewing Node::StartRenewals(ScheduleLoaded /*loaded*/) {
+  publisher_->set_observer(scheduler_.get());
+  publisher_->set_reissuer(
+      [renewer = renewer_.get()](const VolumeRecord& volume, std::stop_token stop) {
+        return renewer->Renew(volume, std::move(stop));
+      });
+  scheduler_->Start();
+  return Renewing();
+}
+
+Status Node::Serve(const Renewing& /*renewing*/) {
+  const std::string& socket_path = options_.socket_path;
+  if (Status s = PrepareSocketPath(socket_path); !s.ok()) return Failed("--endpoint", s);
+  identity_ = std::make_unique<IdentityService>(options_.driver_name, CERTMOUNT_VERSION, &ready_);
+  node_service_ = std::make_unique<NodeService>(options_.node_id, publisher_.get(), health_.get());
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix://" + socket_path, grpc::InsecureServerCredentials());
+  // gRPC's sync server starts a thread whenever a call leaves fewer than
+  // MIN_POLLERS threads polling, and ends a thread that finishes a call
+  // while MAX_POLLERS are polling. With the two equal, every call cost a
+  // thread start and exit, and a fresh thread pays OpenSSL's per-thread
+  // random generator and a cold malloc arena again: a third of a publish in
+  // the benchmark. Headroom above MIN lets finished threads go back to
+  // polling; idle extras exit after gRPC's poll timeout.
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 2);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 8);
+  builder.RegisterService(identity_.get());
+  builder.RegisterService(node_service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr) {
+    spdlog::error("cannot listen on {}", options_.endpoint);
+    return Status::Unavailable("cannot listen on " + options_.endpoint);
+  }
+  chmod(socket_path.c_str(), 0660);
+  ready_ = true;
+  metrics_server_->SetStartupComplete(true);
+  spdlog::info("serving CSI on {}", options_.endpoint);
+  return Status::Ok();
+}
+
+void Node::Shutdown() {
+  RpcTracker::Instance().BeginShutdown();
+  ready_ = false;
+  metrics_server_->SetStartupComplete(false);
+  // No renewal starts from here on; running ones are cancelled and keep their
+  // stored schedule, so the next start retries them on time.
+  scheduler_->Stop();
+
+  // Running handlers get the grace period; publishes still issuing after it
+  // are cancelled and roll back, so shutdown is bounded. gRPC's own Shutdown
+  // deadline is not used for this: it also waits out idle connections, and
+  // kubelet always keeps one open.
+  const auto grace_ends = std::chrono::steady_clock::now() + options_.shutdown_grace;
+  if (!RpcTracker::Instance().WaitIdleUntil(grace_ends)) {
+    spdlog::warn("calls still running after --shutdown-grace; cancelling them");
+    publisher_->CancelAll();
+  }
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now());
+    server_->Wait();
+    server_.reset();
+  }
+  // The collector reads the store and the scheduler: both must still exist.
+  metrics_server_->Stop();
+  state_metrics_.reset();
+  store_.reset();
+  unlink(options_.socket_path.c_str());
+  spdlog::info("stopped");
+}
+
+}  // namespace certmount
