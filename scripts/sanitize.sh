@@ -21,18 +21,23 @@ case "$mode" in
   thread)
     dir=build-tsan
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
-    # The test programs whose code runs on several threads at once: the
-    # scheduler and its token bucket, concurrent publishes and unpublishes
-    # (in-process and through the daemon), the store's lock, metrics, the
-    # Kubernetes client and the cert-manager issuer. Only these are built
-    # (with the certmountd and helpers they start), not the whole tree.
-    targets=(renewal_scheduler_test token_bucket_test publish_test publish_faults_test
-             publish_crash_test store_test metrics_test metrics_registry_test kube_client_test
-             cert_manager_issuer_test cert_manager_e2e_test renewal_e2e_test lifecycle_test
-             ownership_test local_ca_test)
+    # The test programs whose code runs on several threads at once inside
+    # one process: the scheduler and its token bucket, concurrent publishes
+    # with a fault-injecting Env, the store's lock, the metrics registry, the
+    # Kubernetes client and the cert-manager issuer (against the fake API
+    # server), the local CA. Only these are built, not the whole tree.
+    # Tests that talk gRPC to a certmountd are left out: Debian's libgrpc and
+    # abseil are not built with TSan, so every such test reports races inside
+    # libgrpc's epoll poller and abseil's deadlock graph and then crashes in
+    # the client stub before any certmount code is involved (measured
+    # 2026-12-03, docs/verification.md). ASan + UBSan run those tests.
+    targets=(renewal_scheduler_test token_bucket_test publish_faults_test store_test
+             metrics_registry_test kube_client_test cert_manager_issuer_test local_ca_test
+             cert_manager_e2e_test state_file_faults_test)
     # ctest lists a program that was not built as <program>_NOT_BUILT, and
-    # the benchmarks' smoke tests by name; neither runs here.
-    tests=(-E '(_NOT_BUILT|_smoke)$')
+    # the benchmarks' smoke tests by name; neither runs here. The daemon
+    # tests of cert_manager_e2e_test start certmountd over gRPC.
+    tests=(-E '(_NOT_BUILT|_smoke)$|^CertManagerDaemon')
     ;;
   *)
     echo "usage: scripts/sanitize.sh address|thread" >&2
