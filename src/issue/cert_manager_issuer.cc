@@ -418,32 +418,11 @@ Result<IssuedCertificate> CertManagerIssuer::CheckPodAfterFailure(const IssueInp
 
 Result<IssuedCertificate> CertManagerIssuer::CreateAndWait(
     const IssueInput& input, std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
-  const std::string& namespace_ = input.pod.namespace_;
-  const std::string collection = Collection(namespace_);
   const std::string csr_b64 = kube::Base64Encode(input.csr_pem);
   const std::string body = RequestBody(input, csr_b64, node_label_value_).dump();
-  const std::string& token = input.bearer_token_override;
+  if (input.request_name.empty()) return CreateUnnamedAndWait(input, body, csr_b64, deadline, stop);
 
-  if (input.request_name.empty()) {
-    CERTMOUNT_ASSIGN_OR_RETURN(kube::Response created,
-                               client_->Call({"POST", collection, body, token}, deadline, stop));
-    CERTMOUNT_ASSIGN_OR_RETURN(json object, ParseObject(created, "creating a CertificateRequest"));
-    const std::string name = MetadataField(object, "name");
-    const std::string key = KeyOf(namespace_, name);
-    std::shared_ptr<Waiter> waiter = Register(key, csr_b64);
-    spdlog::info("created CertificateRequest {} for volume {}", key, input.volume_id);
-    // Events between the create and Register were missed; one read covers them.
-    Result<kube::Response> current =
-        client_->Call({"GET", collection + "/" + name, "", token}, deadline, stop);
-    Offer(key, current.ok() ? current->body : created.body);
-    Result<IssuedCertificate> result = Wait(key, waiter, deadline, stop);
-    Unregister(key);
-    return result;
-  }
-
-  const std::string& name = input.request_name;
-  const std::string key = KeyOf(namespace_, name);
-  const std::string item = collection + "/" + kube::QueryEscape(name);
+  const std::string key = KeyOf(input.pod.namespace_, input.request_name);
   // Registered before the create, so no event about it can be missed.
   std::shared_ptr<Waiter> waiter = Register(key, csr_b64);
   struct Unregisterer {
@@ -451,18 +430,46 @@ Result<IssuedCertificate> CertManagerIssuer::CreateAndWait(
     const std::string& key;
     ~Unregisterer() { issuer->Unregister(key); }
   } unregister{this, key};
+  CERTMOUNT_RETURN_IF_ERROR(CreateOrResumeNamed(input, body, csr_b64, deadline, stop));
+  return Wait(key, waiter, deadline, stop);
+}
 
-  for (int tries = 0;; ++tries) {
-    if (tries == 3) {
-      return Status::Aborted("CertificateRequest " + key +
-                             " keeps being replaced by another writer");
-    }
+Result<IssuedCertificate> CertManagerIssuer::CreateUnnamedAndWait(
+    const IssueInput& input, const std::string& body, const std::string& csr_b64,
+    std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
+  const std::string collection = Collection(input.pod.namespace_);
+  const std::string& token = input.bearer_token_override;
+  CERTMOUNT_ASSIGN_OR_RETURN(kube::Response created,
+                             client_->Call({"POST", collection, body, token}, deadline, stop));
+  CERTMOUNT_ASSIGN_OR_RETURN(json object, ParseObject(created, "creating a CertificateRequest"));
+  const std::string name = MetadataField(object, "name");
+  const std::string key = KeyOf(input.pod.namespace_, name);
+  std::shared_ptr<Waiter> waiter = Register(key, csr_b64);
+  spdlog::info("created CertificateRequest {} for volume {}", key, input.volume_id);
+  // Events between the create and Register were missed; one read covers them.
+  Result<kube::Response> current =
+      client_->Call({"GET", collection + "/" + name, "", token}, deadline, stop);
+  Offer(key, current.ok() ? current->body : created.body);
+  Result<IssuedCertificate> result = Wait(key, waiter, deadline, stop);
+  Unregister(key);
+  return result;
+}
+
+Status CertManagerIssuer::CreateOrResumeNamed(const IssueInput& input, const std::string& body,
+                                              const std::string& csr_b64,
+                                              std::chrono::steady_clock::time_point deadline,
+                                              std::stop_token stop) {
+  const std::string collection = Collection(input.pod.namespace_);
+  const std::string key = KeyOf(input.pod.namespace_, input.request_name);
+  const std::string item = collection + "/" + kube::QueryEscape(input.request_name);
+  const std::string& token = input.bearer_token_override;
+  for (int tries = 0; tries < 3; ++tries) {
     Result<kube::Response> created =
         client_->Call({"POST", collection, body, token}, deadline, stop);
     if (created.ok()) {
       spdlog::info("created CertificateRequest {} for volume {}", key, input.volume_id);
       Offer(key, created->body);
-      break;
+      return Status::Ok();
     }
     if (created.status().code() != Code::kAlreadyExists) {
       return created.status().WithContext("creating CertificateRequest " + key + ": ");
@@ -477,7 +484,7 @@ Result<IssuedCertificate> CertManagerIssuer::CreateAndWait(
     if (SpecRequest(object) == csr_b64) {
       spdlog::info("resuming CertificateRequest {} for volume {}", key, input.volume_id);
       Offer(key, existing->body);
-      break;
+      return Status::Ok();
     }
     // Same issuance name, other CSR: left by an attempt whose key is gone.
     spdlog::info("replacing CertificateRequest {} (it holds another CSR)", key);
@@ -487,7 +494,7 @@ Result<IssuedCertificate> CertManagerIssuer::CreateAndWait(
       return deleted.status().WithContext("deleting stale CertificateRequest " + key + ": ");
     }
   }
-  return Wait(key, waiter, deadline, stop);
+  return Status::Aborted("CertificateRequest " + key + " keeps being replaced by another writer");
 }
 
 Status CertManagerIssuer::DeleteRequests(const std::string& namespace_,

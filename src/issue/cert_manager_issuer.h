@@ -157,6 +157,18 @@ class CertManagerIssuer final : public Issuer {
   Result<IssuedCertificate> CreateAndWait(const IssueInput& input,
                                           std::chrono::steady_clock::time_point deadline,
                                           std::stop_token stop);
+  // A request named by the server (generateName): create, then wait.
+  Result<IssuedCertificate> CreateUnnamedAndWait(const IssueInput& input, const std::string& body,
+                                                 const std::string& csr_b64,
+                                                 std::chrono::steady_clock::time_point deadline,
+                                                 std::stop_token stop);
+  // A request with the issuance's own name: create it, or resume the one
+  // already there when it holds the same CSR, or replace one holding another
+  // CSR; ABORTED after three rounds lost to another writer. The caller has
+  // registered its waiter.
+  Status CreateOrResumeNamed(const IssueInput& input, const std::string& body,
+                             const std::string& csr_b64,
+                             std::chrono::steady_clock::time_point deadline, std::stop_token stop);
   // Turns a refused pod token or a deadline into ABORTED when the pod is
   // gone or going (the request is then retired); otherwise `result`.
   Result<IssuedCertificate> CheckPodAfterFailure(const IssueInput& input,

@@ -3,6 +3,9 @@
 #include <time.h>
 
 #include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "issue/attributes.h"
@@ -18,6 +21,49 @@ std::string Normalised(const std::string& path) {
   std::string normal = std::filesystem::path(path).lexically_normal().string();
   while (normal.size() > 1 && normal.back() == '/') normal.pop_back();
   return normal;
+}
+
+// What is wrong with the volume's certificate and its renewal, as phrases.
+std::vector<std::string> CertificateProblems(const VolumeRecord& volume, int64_t now) {
+  std::vector<std::string> problems;
+  if (volume.not_after.has_value() && *volume.not_after <= now) {
+    problems.push_back("certificate " + volume.serial + " expired at " +
+                       FormatUnixTime(*volume.not_after));
+  }
+  if (volume.renewal_attempts > 0) {
+    std::string failing = "renewal failing: " + std::to_string(volume.renewal_attempts) +
+                          " failed attempt" + (volume.renewal_attempts == 1 ? "" : "s");
+    if (!volume.last_error.empty()) failing += ", last error: " + volume.last_error;
+    if (volume.next_issuance_at.has_value()) {
+      failing += ", next attempt at " + FormatUnixTime(*volume.next_issuance_at);
+    }
+    problems.push_back(failing);
+  }
+  return problems;
+}
+
+// The files the pod should see but does not, or attributes that no longer
+// parse; nullopt when all is there. The names come from the pod's
+// attributes; they are read through the target path, which is what the pod
+// sees.
+std::optional<std::string> FilesProblem(const VolumeRecord& volume, const VolumeLayout& layout,
+                                        const std::string& volume_path, Env* env) {
+  std::map<std::string, std::string> attributes = volume.attributes;
+  Result<std::map<std::string, std::string>> secrets = LoadSecretAttributes(layout, env);
+  if (secrets.ok()) attributes.insert(secrets->begin(), secrets->end());
+  Result<CertificateSpec> spec = ParseAttributes(attributes);
+  if (!spec.ok()) return "attributes no longer parse: " + spec.status().message();
+  std::vector<std::string> expected = {spec->certificate_file, spec->private_key_file,
+                                       spec->ca_file};
+  if (spec->pkcs12_enable) expected.push_back(spec->pkcs12_filename);
+  std::string missing;
+  for (const std::string& name : expected) {
+    Result<std::string> contents = env->ReadFile(Normalised(volume_path) + "/" + name);
+    if (contents.ok() && !contents->empty()) continue;
+    missing += (missing.empty() ? "" : ", ") + name;
+  }
+  if (missing.empty()) return std::nullopt;
+  return "files missing at " + volume_path + ": " + missing;
 }
 
 }  // namespace
@@ -54,40 +100,9 @@ Result<VolumeHealth> VolumeHealthChecker::Check(const std::string& volume_id,
   // stats call.
   const Result<int64_t> bytes = env_->RegularFileBytesUnder(layout.data);
   health.bytes_used = bytes.ok() ? *bytes : 0;
-  std::vector<std::string> problems;
-  if (volume.not_after.has_value() && *volume.not_after <= now) {
-    problems.push_back("certificate " + volume.serial + " expired at " +
-                       FormatUnixTime(*volume.not_after));
-  }
-  if (volume.renewal_attempts > 0) {
-    std::string failing = "renewal failing: " + std::to_string(volume.renewal_attempts) +
-                          " failed attempt" + (volume.renewal_attempts == 1 ? "" : "s");
-    if (!volume.last_error.empty()) failing += ", last error: " + volume.last_error;
-    if (volume.next_issuance_at.has_value()) {
-      failing += ", next attempt at " + FormatUnixTime(*volume.next_issuance_at);
-    }
-    problems.push_back(failing);
-  }
-
-  // The names come from the pod's attributes; read through the target path,
-  // which is what the pod sees.
-  std::map<std::string, std::string> attributes = volume.attributes;
-  Result<std::map<std::string, std::string>> secrets = LoadSecretAttributes(layout, env_);
-  if (secrets.ok()) attributes.insert(secrets->begin(), secrets->end());
-  Result<CertificateSpec> spec = ParseAttributes(attributes);
-  if (!spec.ok()) {
-    problems.push_back("attributes no longer parse: " + spec.status().message());
-  } else {
-    std::vector<std::string> expected = {spec->certificate_file, spec->private_key_file,
-                                         spec->ca_file};
-    if (spec->pkcs12_enable) expected.push_back(spec->pkcs12_filename);
-    std::string missing;
-    for (const std::string& name : expected) {
-      Result<std::string> contents = env_->ReadFile(Normalised(volume_path) + "/" + name);
-      if (contents.ok() && !contents->empty()) continue;
-      missing += (missing.empty() ? "" : ", ") + name;
-    }
-    if (!missing.empty()) problems.push_back("files missing at " + volume_path + ": " + missing);
+  std::vector<std::string> problems = CertificateProblems(volume, now);
+  if (std::optional<std::string> files = FilesProblem(volume, layout, volume_path, env_)) {
+    problems.push_back(*files);
   }
 
   if (problems.empty()) {

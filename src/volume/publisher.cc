@@ -104,6 +104,37 @@ void Publisher::Step(PublishStep step, const std::string& volume_id) const {
 
 Result<StartupSummary> Publisher::Startup() {
   const auto started = clock_->SteadyNow();
+  CERTMOUNT_RETURN_IF_ERROR(PrepareVolumesRoot());
+  CERTMOUNT_ASSIGN_OR_RETURN(MountTable mounts, MountTable::Read(env_));
+  CERTMOUNT_ASSIGN_OR_RETURN(StartupCleanupResult cleanup, DeleteUnprovenRows(mounts));
+
+  // The rows are gone and committed: from here on nothing will renew them, so
+  // removing their mounts and files can fail or crash without consequence;
+  // the orphan sweep below (next start at the latest) finishes the job.
+  StartupSummary summary;
+  summary.kept = cleanup.kept;
+  summary.deleted = static_cast<int64_t>(cleanup.deleted.size());
+  summary.unmounted_by_check = cleanup.unmounted_by_check;
+  const std::map<std::string, std::vector<std::string>> shown =
+      MountPointsByVolume(mounts, canonical_volumes_root_);
+  for (const DeletedVolume& deleted : cleanup.deleted) RemoveDeleted(deleted, mounts, shown);
+
+  // Directories without a row (the deleted ones above, a crash between a
+  // row's deletion and its files', or a database moved aside), decided by
+  // a fresh look at the mount table.
+  CERTMOUNT_ASSIGN_OR_RETURN(MountTable now_mounted, MountTable::Read(env_));
+  // The signer's objects of volumes that have no row now (adopted ones have
+  // one) go too, in the background. Without a list of rows nothing is
+  // retired: the next start sweeps again.
+  std::optional<std::set<std::string>> with_rows = SweepOrAdopt(now_mounted, summary);
+  if (with_rows.has_value()) issuer_->RetireAllExcept(*with_rows);
+  summary.milliseconds =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_->SteadyNow() - started).count();
+  RecordStartupMetrics(summary, clock_->SteadyNow() - started);
+  return summary;
+}
+
+Status Publisher::PrepareVolumesRoot() {
   const std::string volumes_root = VolumesRoot(options_.data_root);
   if (options_.mount_tmpfs) {
     CERTMOUNT_RETURN_IF_ERROR(MountTmpfsIfNeeded(volumes_root, env_));
@@ -114,10 +145,12 @@ Result<StartupSummary> Publisher::Startup() {
   if (Result<std::string> targets = env_->RealPath(options_.target_root); targets.ok()) {
     canonical_target_root_ = *targets;
   }
+  return Status::Ok();
+}
 
+Result<StartupCleanupResult> Publisher::DeleteUnprovenRows(const MountTable& mounts) {
   // A row is proven mounted only by a bind of its own data directory at its
   // target; any other mount point there proves nothing (docs/design.md).
-  CERTMOUNT_ASSIGN_OR_RETURN(MountTable mounts, MountTable::Read(env_));
   std::vector<std::pair<std::string, std::string>> lost;
   CERTMOUNT_ASSIGN_OR_RETURN(
       StartupCleanupResult cleanup,
@@ -132,57 +165,42 @@ Result<StartupSummary> Publisher::Startup() {
         return holder == TargetHolder::kThisVolume || holder == TargetHolder::kThisVolumeCovered;
       }));
   for (const auto& [volume_id, target] : lost) ReattachOrReport(volume_id, target);
+  return cleanup;
+}
 
-  // The rows are gone and committed: from here on nothing will renew them, so
-  // removing their mounts and files can fail or crash without consequence;
-  // the orphan sweep below (next start at the latest) finishes the job.
-  StartupSummary summary;
-  summary.kept = cleanup.kept;
-  summary.deleted = static_cast<int64_t>(cleanup.deleted.size());
-  summary.unmounted_by_check = cleanup.unmounted_by_check;
-  const std::map<std::string, std::vector<std::string>> shown =
-      MountPointsByVolume(mounts, canonical_volumes_root_);
-  for (const DeletedVolume& deleted : cleanup.deleted) {
-    const std::string target = CanonicalTarget(deleted.target_path);
-    if (WhoHolds(mounts, target, MountSourceDir(deleted.volume_id)) == TargetHolder::kThisVolume) {
-      Status unmounted = UnmountTop(target, env_);
-      if (!unmounted.ok()) {
-        // Its directory stays (the sweep below sees the mount); the next
-        // start tries again.
-        spdlog::warn("startup cleanup: {}", unmounted.ToString());
-        continue;
-      }
+void Publisher::RemoveDeleted(const DeletedVolume& deleted, const MountTable& mounts,
+                              const std::map<std::string, std::vector<std::string>>& shown) {
+  const std::string target = CanonicalTarget(deleted.target_path);
+  if (WhoHolds(mounts, target, MountSourceDir(deleted.volume_id)) == TargetHolder::kThisVolume) {
+    Status unmounted = UnmountTop(target, env_);
+    if (!unmounted.ok()) {
+      // Its directory stays (the sweep sees the mount); the next start tries
+      // again.
+      spdlog::warn("startup cleanup: {}", unmounted.ToString());
+      return;
     }
-    // Its files go unless a mount other than the one just removed shows them.
-    auto points = shown.find(deleted.volume_id);
-    if (points == shown.end() || (points->second.size() == 1 && points->second[0] == target)) {
-      Status removed = RemoveVolumeDir(VolumeDir(deleted.volume_id), env_);
-      if (!removed.ok()) {
-        spdlog::warn("startup cleanup: cannot remove files of {}: {}", deleted.volume_id,
-                     removed.ToString());
-      }
-    }
-    // The target directory goes when it is empty (rmdir refuses anything
-    // else, a mount point included) and lies below the target root.
-    if (ValidateTargetPath(deleted.target_path, options_.target_root, env_).ok()) {
-      (void)env_->RemoveEmptyDirectory(deleted.target_path);
-    }
-    // The signer's leftovers (a pending CertificateRequest) go too, in the
-    // background: an unreachable API server delays nothing here.
-    issuer_->Retire(deleted.pod_namespace, deleted.volume_id, std::nullopt);
   }
+  // Its files go unless a mount other than the one just removed shows them.
+  auto points = shown.find(deleted.volume_id);
+  if (points == shown.end() || (points->second.size() == 1 && points->second[0] == target)) {
+    Status removed = RemoveVolumeDir(VolumeDir(deleted.volume_id), env_);
+    if (!removed.ok()) {
+      spdlog::warn("startup cleanup: cannot remove files of {}: {}", deleted.volume_id,
+                   removed.ToString());
+    }
+  }
+  // The target directory goes when it is empty (rmdir refuses anything
+  // else, a mount point included) and lies below the target root.
+  if (ValidateTargetPath(deleted.target_path, options_.target_root, env_).ok()) {
+    (void)env_->RemoveEmptyDirectory(deleted.target_path);
+  }
+  // The signer's leftovers (a pending CertificateRequest) go too, in the
+  // background: an unreachable API server delays nothing here.
+  issuer_->Retire(deleted.pod_namespace, deleted.volume_id, std::nullopt);
+}
 
-  // Directories without a row (the deleted ones above, a crash between a
-  // row's deletion and its files', or a database moved aside), decided by
-  // a fresh look at the mount table.
-  CERTMOUNT_ASSIGN_OR_RETURN(MountTable now_mounted, MountTable::Read(env_));
-  // The signer's objects of volumes that have no row now (adopted ones have
-  // one) go too, in the background. Without a list of rows nothing is
-  // retired: the next start sweeps again.
-  std::optional<std::set<std::string>> with_rows = SweepOrAdopt(now_mounted, summary);
-  if (with_rows.has_value()) issuer_->RetireAllExcept(*with_rows);
-  summary.milliseconds =
-      std::chrono::duration_cast<std::chrono::milliseconds>(clock_->SteadyNow() - started).count();
+void Publisher::RecordStartupMetrics(const StartupSummary& summary,
+                                     std::chrono::steady_clock::duration took) {
   PublisherMetrics& m = Metrics();
   m.startup_volumes.WithLabels({"kept"}).Set(static_cast<double>(summary.kept));
   m.startup_volumes.WithLabels({"deleted"}).Set(static_cast<double>(summary.deleted));
@@ -192,8 +210,7 @@ Result<StartupSummary> Publisher::Startup() {
   m.startup_volumes.WithLabels({"adopted"}).Set(static_cast<double>(summary.adopted));
   m.startup_volumes.WithLabels({"kept_unadoptable"})
       .Set(static_cast<double>(summary.kept_unadoptable));
-  m.startup_seconds.Set(std::chrono::duration<double>(clock_->SteadyNow() - started).count());
-  return summary;
+  m.startup_seconds.Set(std::chrono::duration<double>(took).count());
 }
 
 std::optional<std::set<std::string>> Publisher::SweepOrAdopt(const MountTable& mounts,

@@ -150,6 +150,17 @@ class Publisher {
   std::shared_ptr<InFlight> ClaimForUnpublish(const std::string& volume_id);
   void Release(const std::string& volume_id, const std::shared_ptr<InFlight>& flight,
                const Status& result);
+  // Startup's steps: mount (or create) the volumes tmpfs and learn the
+  // canonical roots; delete every row whose mount is not proven (one
+  // transaction, reattaching lost tmpfs views); remove one deleted row's
+  // mount, files, empty target and signer objects, each failure logged and
+  // left for the next start; publish the startup gauges.
+  Status PrepareVolumesRoot();
+  Result<StartupCleanupResult> DeleteUnprovenRows(const MountTable& mounts);
+  void RemoveDeleted(const DeletedVolume& deleted, const MountTable& mounts,
+                     const std::map<std::string, std::vector<std::string>>& shown);
+  void RecordStartupMetrics(const StartupSummary& summary,
+                            std::chrono::steady_clock::duration took);
   // Removes directories without a row unless a mount shows them; adopts
   // those bind-mounted at a kubelet target. Returns the ids that have a row
   // afterwards (adopted ones included), or nullopt when the rows or the
