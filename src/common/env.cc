@@ -99,6 +99,8 @@ FileStat ToFileStat(const struct stat& st) {
   result.gid = st.st_gid;
   result.device = st.st_dev;
   result.size = static_cast<int64_t>(st.st_size);
+  result.inode = static_cast<uint64_t>(st.st_ino);
+  result.modified_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
   return result;
 }
 
@@ -298,6 +300,17 @@ class PosixEnv final : public Env {
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "lstat", path);
     return ToFileStat(st);
+  }
+
+  Result<FileStat> Stat(const std::string& path) override {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "stat", path);
+    return ToFileStat(st);
+  }
+
+  Status CheckReadable(const std::string& path) override {
+    if (::access(path.c_str(), R_OK) != 0) return ErrnoStatus(errno, "access", path);
+    return Status::Ok();
   }
 
   Result<std::vector<std::string>> ListDirectory(const std::string& path) override {

@@ -36,6 +36,8 @@ struct FileStat {
   gid_t gid = 0;
   dev_t device = 0;
   int64_t size = 0;  // bytes; meaningful for regular files
+  uint64_t inode = 0;
+  int64_t modified_ns = 0;  // mtime, nanoseconds since the epoch
 };
 
 // An advisory lock on a file, held until this handle is destroyed or the
@@ -87,6 +89,12 @@ class Env {
   virtual Result<std::string> ReadLink(const std::string& path) = 0;
   // lstat(2): describes the path itself, never a symlink's target.
   virtual Result<FileStat> LStat(const std::string& path) = 0;
+  // stat(2): describes what the path leads to, following symlinks (kubelet
+  // swaps a projected token through its ..data symlink; the new file shows
+  // as a new inode).
+  virtual Result<FileStat> Stat(const std::string& path) = 0;
+  // access(2) with R_OK: OK when the process's real ids may read `path`.
+  virtual Status CheckReadable(const std::string& path) = 0;
   // Names in a directory, sorted, without "." and "..".
   virtual Result<std::vector<std::string>> ListDirectory(const std::string& path) = 0;
   // Removes a file, a symlink (not its target) or an empty directory.
@@ -174,6 +182,8 @@ class EnvWrapper : public Env {
   }
   Result<std::string> ReadLink(const std::string& path) override { return target_->ReadLink(path); }
   Result<FileStat> LStat(const std::string& path) override { return target_->LStat(path); }
+  Result<FileStat> Stat(const std::string& path) override { return target_->Stat(path); }
+  Status CheckReadable(const std::string& path) override { return target_->CheckReadable(path); }
   Result<std::vector<std::string>> ListDirectory(const std::string& path) override {
     return target_->ListDirectory(path);
   }

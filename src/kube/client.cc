@@ -249,7 +249,7 @@ Client::Client(ConstructionKey<Client>, KubeConfig config, ClientOptions options
       owned_sleeper_(options.sleeper != nullptr ? nullptr : std::make_unique<ClockSleeper>(clock_)),
       sleeper_(options.sleeper != nullptr ? options.sleeper : owned_sleeper_.get()),
       limiter_(options.qps, options.burst, clock_, sleeper_),
-      tokens_(config_.token, config_.token_file) {}
+      tokens_(config_.token, config_.token_file, Env::Default()) {}
 
 Client::~Client() = default;
 

@@ -4,21 +4,19 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "common/env.h"
 #include "kube/base64.h"
 
 namespace certmount::kube {
 namespace {
 
+// A configuration file that cannot be read is a precondition of the
+// driver's setup, whatever the errno (named in the message).
 Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::FailedPrecondition("cannot read " + path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Status::FailedPrecondition("cannot read " + path);
-  return text.str();
+  Result<std::string> text = Env::Default()->ReadFile(path);
+  if (!text.ok()) return Status::FailedPrecondition("cannot read " + text.status().message());
+  return text;
 }
 
 // Finds the entry called `name` in a kubeconfig list such as `clusters`.

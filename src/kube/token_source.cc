@@ -1,40 +1,36 @@
 #include "kube/token_source.h"
 
-#include <sys/stat.h>
-
-#include <fstream>
-#include <sstream>
+#include <utility>
 
 namespace certmount::kube {
 
-TokenSource::TokenSource(std::string fixed_token, std::string token_file)
-    : fixed_token_(std::move(fixed_token)), token_file_(std::move(token_file)) {}
+TokenSource::TokenSource(std::string fixed_token, std::string token_file, Env* env)
+    : fixed_token_(std::move(fixed_token)), token_file_(std::move(token_file)), env_(env) {}
 
 Result<std::string> TokenSource::Token() {
   if (token_file_.empty()) return fixed_token_;
   std::lock_guard lock(mutex_);
-  struct stat info {};
-  // stat follows kubelet's ..data symlink swap, so a rotation shows up as a
-  // new inode.
-  if (::stat(token_file_.c_str(), &info) != 0) {
-    return Status::FailedPrecondition("cannot stat token file " + token_file_);
+  Result<FileStat> info = env_->Stat(token_file_);
+  if (!info.ok()) {
+    return Status::FailedPrecondition("cannot stat token file " + token_file_ + ": " +
+                                      info.status().message());
   }
-  if (info.st_ino == inode_ && info.st_size == size_ && info.st_mtim.tv_sec == mtime_.tv_sec &&
-      info.st_mtim.tv_nsec == mtime_.tv_nsec) {
+  if (info->inode == inode_ && info->size == size_ && info->modified_ns == modified_ns_) {
     return cached_;
   }
-  std::ifstream in(token_file_, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in) return Status::FailedPrecondition("cannot read token file " + token_file_);
-  std::string token = text.str();
+  Result<std::string> text = env_->ReadFile(token_file_);
+  if (!text.ok()) {
+    return Status::FailedPrecondition("cannot read token file " + token_file_ + ": " +
+                                      text.status().message());
+  }
+  std::string token = std::move(*text);
   while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) {
     token.pop_back();
   }
   cached_ = std::move(token);
-  inode_ = info.st_ino;
-  size_ = info.st_size;
-  mtime_ = info.st_mtim;
+  inode_ = info->inode;
+  size_ = info->size;
+  modified_ns_ = info->modified_ns;
   return cached_;
 }
 

@@ -3,20 +3,20 @@
 // place. The token is never logged and never part of a Status message.
 #pragma once
 
-#include <sys/types.h>
-
-#include <ctime>
+#include <cstdint>
 #include <mutex>
 #include <string>
 
+#include "common/env.h"
 #include "common/status.h"
 
 namespace certmount::kube {
 
 class TokenSource {
  public:
-  // `token_file` (when non-empty) wins over `fixed_token`.
-  TokenSource(std::string fixed_token, std::string token_file);
+  // `token_file` (when non-empty) wins over `fixed_token`; it is read
+  // through `env`.
+  TokenSource(std::string fixed_token, std::string token_file, Env* env);
 
   // The current token; empty when there is none. Stats the file on each
   // call (cheap) and re-reads it when its inode, size or mtime changed.
@@ -28,10 +28,11 @@ class TokenSource {
   const std::string fixed_token_;
   const std::string token_file_;
   std::mutex mutex_;
+  Env* const env_;
   std::string cached_;
-  ino_t inode_ = 0;
-  off_t size_ = -1;
-  timespec mtime_{};
+  uint64_t inode_ = 0;
+  int64_t size_ = -1;
+  int64_t modified_ns_ = 0;
 };
 
 }  // namespace certmount::kube

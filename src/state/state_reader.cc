@@ -2,14 +2,10 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <sqlite3.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <exception>
 #include <utility>
 
+#include "common/env.h"
 #include "state/migrations.h"
 #include "state/sqlite_error.h"
 #include "state/volume_rows.h"
@@ -28,17 +24,20 @@ Status NoStateAt(const std::string& db_path) {
 
 // Checked before SQLite sees the path, so a missing file gets the admin's
 // message and a read-only open is never asked to do something it cannot.
-Status CheckReadableFile(const std::string& db_path) {
-  struct stat st {};
-  if (::stat(db_path.c_str(), &st) != 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return NoStateAt(db_path);
-    return Status::Internal("cannot stat " + db_path + ": " + std::strerror(errno));
+Status CheckReadableFile(const std::string& db_path, Env* env) {
+  Result<FileStat> st = env->Stat(db_path);
+  if (!st.ok()) {
+    // ENOENT, and ENOTDIR for a file where a directory should be.
+    if (st.status().code() == Code::kNotFound || st.status().code() == Code::kFailedPrecondition) {
+      return NoStateAt(db_path);
+    }
+    return Status::Internal("cannot stat " + db_path + ": " + st.status().message());
   }
-  if (!S_ISREG(st.st_mode)) {
+  if (st->type != FileStat::Type::kRegular) {
     return Status::FailedPrecondition(db_path + " is not a regular file");
   }
-  if (::access(db_path.c_str(), R_OK) != 0) {
-    return Status::PermissionDenied("cannot read " + db_path + ": " + std::strerror(errno) +
+  if (Status readable = env->CheckReadable(db_path); !readable.ok()) {
+    return Status::PermissionDenied("cannot read " + db_path + ": " + readable.message() +
                                     " (it is mode 0600 and names pods; run as root)");
   }
   return Status::Ok();
@@ -71,7 +70,7 @@ StateReader::~StateReader() = default;
 
 Result<std::unique_ptr<StateReader>> StateReader::Open(const std::string& db_path) {
   CERTMOUNT_ASSIGN_OR_RETURN(const int known, KnownSchemaVersion());
-  CERTMOUNT_RETURN_IF_ERROR(CheckReadableFile(db_path));
+  CERTMOUNT_RETURN_IF_ERROR(CheckReadableFile(db_path, Env::Default()));
   return Guarded(db_path, "opening read-only", [&]() -> Result<std::unique_ptr<StateReader>> {
     // No OPEN_CREATE: a file removed since the check makes SQLite fail
     // rather than leave an empty database behind.
@@ -79,8 +78,9 @@ Result<std::unique_ptr<StateReader>> StateReader::Open(const std::string& db_pat
     try {
       db = std::make_unique<SQLite::Database>(db_path, SQLite::OPEN_READONLY, kBusyTimeoutMs);
     } catch (const SQLite::Exception& e) {
-      if ((e.getErrorCode() & 0xff) == SQLITE_CANTOPEN && !CheckReadableFile(db_path).ok()) {
-        return CheckReadableFile(db_path);
+      if ((e.getErrorCode() & 0xff) == SQLITE_CANTOPEN &&
+          !CheckReadableFile(db_path, Env::Default()).ok()) {
+        return CheckReadableFile(db_path, Env::Default());
       }
       throw;
     }

@@ -77,6 +77,16 @@ Result<std::unique_ptr<FileLock>> FaultInjectionEnv::LockFile(const std::string&
   return EnvWrapper::LockFile(path, contents);
 }
 
+Result<std::string> FaultInjectionEnv::ReadFile(const std::string& path) {
+  CERTMOUNT_RETURN_IF_ERROR(Check("ReadFile", path));
+  return EnvWrapper::ReadFile(path);
+}
+
+Result<FileStat> FaultInjectionEnv::Stat(const std::string& path) {
+  CERTMOUNT_RETURN_IF_ERROR(Check("Stat", path));
+  return EnvWrapper::Stat(path);
+}
+
 Status FaultInjectionEnv::SyncDir(const std::string& path) {
   CERTMOUNT_RETURN_IF_ERROR(Check("SyncDir", path));
   return EnvWrapper::SyncDir(path);
