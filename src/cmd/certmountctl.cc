@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <filesystem>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -20,6 +19,7 @@
 
 #include "cmd/cli_parse.h"
 #include "common/clock.h"
+#include "common/env.h"
 #include "csi.grpc.pb.h"
 #include "state/state_reader.h"
 
@@ -167,8 +167,8 @@ int ReplayPod(const CommonFlags& common, const PodFlags& flags) {
     if (flags.unpublish) {
       rc = Unpublish(common, publish.volume_id, publish.target_path);
     } else {
-      std::error_code ignored;
-      std::filesystem::create_directories(parent, ignored);  // kubelet makes the parent
+      // kubelet makes the parent; a failure shows in the publish's answer.
+      (void)certmount::Env::Default()->CreateDirectories(parent, 0755);
       publish.attributes.clear();
       for (const auto& attribute : csi["volumeAttributes"]) {
         publish.attributes.push_back(attribute.first.as<std::string>() + "=" +

@@ -4,8 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <filesystem>
-
 #include "csi/endpoint.h"
 #include "csi/rpc_log.h"
 #include "issue/cert_manager_issuer.h"
@@ -18,9 +16,9 @@ namespace {
 
 // The startup refusals that need no state: each comes before anything is
 // created, mounted or written, so a refused start leaves the node as it was.
-Status CheckStartable(const NodeOptions& options) {
-  std::error_code error;
-  if (!std::filesystem::is_directory(options.target_root, error)) {
+Status CheckStartable(const NodeOptions& options, Env* env) {
+  Result<FileStat> target_root = env->Stat(options.target_root);
+  if (!target_root.ok() || target_root->type != FileStat::Type::kDirectory) {
     return Status::FailedPrecondition("--target-root " + options.target_root +
                                       " is not an existing directory (kubelet's pods directory, "
                                       "usually /var/lib/kubelet/pods)");
@@ -87,7 +85,7 @@ Result<std::unique_ptr<Node>> Node::Open(NodeOptions options) {
 }
 
 Status Node::OpenState() {
-  if (Status s = CheckStartable(options_); !s.ok()) {
+  if (Status s = CheckStartable(options_, env_); !s.ok()) {
     spdlog::error("{}", s.message());
     return s;
   }
