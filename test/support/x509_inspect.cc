@@ -146,6 +146,11 @@ InspectedCertificate InspectCertificateFile(const std::string& path) {
 }
 
 std::string VerifyChain(const std::string& leaf_path, const std::string& ca_path) {
+  return VerifyChainAt(leaf_path, ca_path, -1);
+}
+
+std::string VerifyChainAt(const std::string& leaf_path, const std::string& ca_path,
+                          int64_t at_unix) {
   std::vector<X509Ptr> chain = ReadCertificates(leaf_path);
   std::vector<X509Ptr> cas = ReadCertificates(ca_path);
   if (chain.empty()) return "no certificate in " + leaf_path;
@@ -156,6 +161,7 @@ std::string VerifyChain(const std::string& leaf_path, const std::string& ca_path
   for (size_t i = 1; i < chain.size(); ++i) sk_X509_push(intermediates, chain[i].get());
   StoreCtxPtr ctx(X509_STORE_CTX_new());
   X509_STORE_CTX_init(ctx.get(), store.get(), chain.front().get(), intermediates);
+  if (at_unix >= 0) X509_STORE_CTX_set_time(ctx.get(), 0, static_cast<time_t>(at_unix));
   int ok = X509_verify_cert(ctx.get());
   std::string reason =
       ok == 1 ? "" : X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx.get()));

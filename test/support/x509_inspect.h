@@ -2,6 +2,7 @@
 // driver's own parsing code, so a bug there cannot hide a bug in issuance.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,10 @@ InspectedCertificate InspectCertificateFile(const std::string& path);
 // bundle at `ca_path` with X509_verify_cert. Empty string on success, else
 // OpenSSL's reason.
 std::string VerifyChain(const std::string& leaf_path, const std::string& ca_path);
+// The same, as of `at_unix` instead of now: for certificates that live a
+// second or two, whose validity a test must not race.
+std::string VerifyChainAt(const std::string& leaf_path, const std::string& ca_path,
+                          int64_t at_unix);
 
 // Whether the private key file and the leaf certificate belong together.
 bool KeyMatchesCertificate(const std::string& key_path, const std::string& cert_path);
