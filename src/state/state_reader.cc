@@ -78,9 +78,10 @@ Result<std::unique_ptr<StateReader>> StateReader::Open(const std::string& db_pat
     try {
       db = std::make_unique<SQLite::Database>(db_path, SQLite::OPEN_READONLY, kBusyTimeoutMs);
     } catch (const SQLite::Exception& e) {
-      if ((e.getErrorCode() & 0xff) == SQLITE_CANTOPEN &&
-          !CheckReadableFile(db_path, Env::Default()).ok()) {
-        return CheckReadableFile(db_path, Env::Default());
+      if ((e.getErrorCode() & 0xff) == SQLITE_CANTOPEN) {
+        // Removed or made unreadable since the first check: say which.
+        Status readable = CheckReadableFile(db_path, Env::Default());
+        if (!readable.ok()) return readable;
       }
       throw;
     }
