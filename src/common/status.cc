@@ -48,8 +48,6 @@ std::string Status::ToString() const {
 
 Status Status::WithContext(std::string_view context) const {
   if (ok()) return *this;
-  // A caller that wrote the separator itself gets it once, never ": : ".
-  if (context.ends_with(kSeparator)) context.remove_suffix(kSeparator.size());
   if (context.empty()) return *this;
   return Status(code_, std::string(context) + std::string(kSeparator) + message_);
 }

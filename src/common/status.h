@@ -64,10 +64,9 @@ class [[nodiscard]] Status {
   // "CODE: message", for logs and test failure output.
   std::string ToString() const;
 
-  // Returns a copy, keeping the code, whose message is "<context>: <message>"
-  // with exactly one ": " between them: a `context` that already ends in ": "
-  // is not given a second one, and an empty context leaves the message as it
-  // was. OK stays OK.
+  // Returns a copy, keeping the code, whose message is "<context>: <message>";
+  // the separator is added here, so `context` must not end with one. An
+  // empty context leaves the message as it was. OK stays OK.
   Status WithContext(std::string_view context) const;
 
  private:

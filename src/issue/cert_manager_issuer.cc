@@ -472,12 +472,12 @@ Status CertManagerIssuer::CreateOrResumeNamed(const IssueInput& input, const std
       return Status::Ok();
     }
     if (created.status().code() != Code::kAlreadyExists) {
-      return created.status().WithContext("creating CertificateRequest " + key + ": ");
+      return created.status().WithContext("creating CertificateRequest " + key);
     }
     Result<kube::Response> existing = client_->Call({"GET", item, "", token}, deadline, stop);
     if (existing.status().code() == Code::kNotFound) continue;
     if (!existing.ok()) {
-      return existing.status().WithContext("reading CertificateRequest " + key + ": ");
+      return existing.status().WithContext("reading CertificateRequest " + key);
     }
     CERTMOUNT_ASSIGN_OR_RETURN(json object,
                                ParseObject(*existing, "reading CertificateRequest " + key));
@@ -491,7 +491,7 @@ Status CertManagerIssuer::CreateOrResumeNamed(const IssueInput& input, const std
     // With the driver's own credentials: a pod's Role needs only create and get.
     Result<kube::Response> deleted = client_->Call({"DELETE", item, "", ""}, deadline, stop);
     if (!deleted.ok() && deleted.status().code() != Code::kNotFound) {
-      return deleted.status().WithContext("deleting stale CertificateRequest " + key + ": ");
+      return deleted.status().WithContext("deleting stale CertificateRequest " + key);
     }
   }
   return Status::Aborted("CertificateRequest " + key + " keeps being replaced by another writer");
