@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -28,6 +29,17 @@ std::vector<std::string> SelfStatFields() {
   if (end_of_name == std::string::npos) return {};
   std::istringstream rest(line.substr(end_of_name + 1));
   return {std::istream_iterator<std::string>(rest), std::istream_iterator<std::string>()};
+}
+
+// A whole field as a number; nullopt for anything else, so that an odd
+// /proc (a newer kernel's format, a sandbox's emulation) drops a metric
+// instead of throwing in the scrape.
+std::optional<double> Number(const std::string& field) {
+  double value = 0;
+  const char* end = field.data() + field.size();
+  auto [parsed_end, error] = std::from_chars(field.data(), end, value);
+  if (error != std::errc() || parsed_end != end) return std::nullopt;
+  return value;
 }
 
 std::optional<double> BootTimeSeconds() {
@@ -62,15 +74,21 @@ std::vector<prometheus::MetricFamily> ProcessCollectable::Collect() const {
   const std::vector<std::string> stat = SelfStatFields();
   // proc(5): utime 14, stime 15, starttime 22, vsize 23, rss 24.
   if (stat.size() > 21 && ticks > 0) {
-    Add(out, "process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
-        (std::stod(stat[11]) + std::stod(stat[12])) / ticks, prometheus::MetricType::Counter);
-    Add(out, "process_virtual_memory_bytes", "Virtual memory size in bytes.", std::stod(stat[20]));
-    Add(out, "process_resident_memory_bytes", "Resident memory size in bytes.",
-        std::stod(stat[21]) * page);
-    if (std::optional<double> boot = BootTimeSeconds()) {
+    const std::optional<double> utime = Number(stat[11]), stime = Number(stat[12]),
+                                start = Number(stat[19]), vsize = Number(stat[20]),
+                                rss = Number(stat[21]);
+    if (utime && stime) {
+      Add(out, "process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
+          (*utime + *stime) / ticks, prometheus::MetricType::Counter);
+    }
+    if (vsize) Add(out, "process_virtual_memory_bytes", "Virtual memory size in bytes.", *vsize);
+    if (rss) {
+      Add(out, "process_resident_memory_bytes", "Resident memory size in bytes.", *rss * page);
+    }
+    std::optional<double> boot = BootTimeSeconds();
+    if (boot && start) {
       Add(out, "process_start_time_seconds",
-          "Start time of the process since unix epoch in seconds.",
-          *boot + std::stod(stat[19]) / ticks);
+          "Start time of the process since unix epoch in seconds.", *boot + *start / ticks);
     }
   }
   std::error_code error;
