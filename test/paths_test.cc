@@ -77,6 +77,23 @@ TEST_F(ValidateTargetPathTest, RejectsPathsThatAreNotNormalised) {
   }
 }
 
+TEST_F(ValidateTargetPathTest, QuotesAHostilePathShortAndOnOneLine) {
+  const std::string forged = root_ + "/uid\nlevel=error msg=forged/" + std::string(3500, 'x') + "/";
+  Status status = ValidateTargetPath(forged, root_);
+  EXPECT_EQ(status.code(), Code::kInvalidArgument);
+  EXPECT_EQ(status.message().find('\n'), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("\\n"), std::string::npos) << status.message();
+  EXPECT_LT(status.message().size(), 1024u);
+  EXPECT_NE(status.message().find("bytes)"), std::string::npos) << status.message();
+}
+
+TEST(ValidateVolumeIdTest, QuotesAHostileIdShortAndOnOneLine) {
+  Status status = ValidateVolumeId("vol\nlevel=error" + std::string(100000, 'x'));
+  EXPECT_EQ(status.code(), Code::kInvalidArgument);
+  EXPECT_EQ(status.message().find('\n'), std::string::npos) << status.message();
+  EXPECT_LT(status.message().size(), 512u);
+}
+
 TEST_F(ValidateTargetPathTest, RejectsPathsNotStrictlyBelowTheRoot) {
   fs::create_directories(root_ + "x/uid");
   for (const std::string& target :

@@ -3,6 +3,8 @@
 #include <climits>
 #include <vector>
 
+#include "common/logging.h"
+
 namespace certmount {
 namespace {
 
@@ -43,8 +45,7 @@ bool StrictlyBelow(const std::vector<std::string_view>& components,
 
 Status ValidateVolumeId(std::string_view id) {
   auto invalid = [&](std::string_view rule) {
-    return Status::InvalidArgument("volume id \"" + std::string(id.substr(0, 200)) + "\" " +
-                                   std::string(rule));
+    return Status::InvalidArgument("volume id " + QuoteUserValue(id) + " " + std::string(rule));
   };
   if (id.empty()) return invalid("is empty");
   if (id.size() > kMaxVolumeIdLength) {
@@ -60,7 +61,9 @@ Status ValidateVolumeId(std::string_view id) {
 
 Status ValidateTargetPath(const std::string& target, const std::string& target_root, Env* env) {
   auto invalid = [&](const std::string& why) {
-    return Status::InvalidArgument("target path \"" + target + "\" " + why);
+    // Up to PATH_MAX bytes from kubelet, or from a hostile caller of the
+    // socket: quoted, so the message stays short and on one line.
+    return Status::InvalidArgument("target path " + QuoteUserValue(target, 512) + " " + why);
   };
   if (target.size() >= PATH_MAX) return invalid("is too long");
   if (target.find('\0') != std::string::npos) return invalid("contains a NUL byte");
