@@ -14,11 +14,11 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/env.h"
 #include "issue/csr.h"
 #include "issue/jks.h"
 #include "issue/local_ca.h"
@@ -97,11 +97,10 @@ std::string Sha256Fingerprint(const std::string& pem) {
   return out;
 }
 
+// A file's bytes; empty when it cannot be read.
 std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  Result<std::string> bytes = Env::Default()->ReadFile(path);
+  return bytes.ok() ? *bytes : std::string();
 }
 
 void WriteAll(const std::string& path, const std::string& bytes) {
