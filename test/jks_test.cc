@@ -335,6 +335,18 @@ std::string Generation(const std::string& target) {
   return error ? "" : (fs::path(target) / link).string();
 }
 
+// Copies the files of `generation` into `into`; returns `into`, or "" when
+// the generation is gone.
+std::string Snapshot(const std::string& generation, const std::string& into) {
+  std::error_code error;
+  fs::create_directories(into, error);
+  for (const char* name : {"tls.crt", "ca.crt", "keystore.jks", "trust.jks"}) {
+    fs::copy_file(fs::path(generation) / name, fs::path(into) / name, error);
+    if (error) return "";
+  }
+  return into;
+}
+
 TEST_F(JksDaemonTest, PublishWritesBothStoresAndRenewalRewritesThem) {
   const std::string target = daemon_->PodTarget("pod-jks");
   csi::v1::NodePublishVolumeRequest request = KubeletPublishRequest(
@@ -350,7 +362,10 @@ TEST_F(JksDaemonTest, PublishWritesBothStoresAndRenewalRewritesThem) {
       daemon_->node().NodePublishVolume(CallContext().get(), request, &response);
   ASSERT_TRUE(published.ok()) << published.error_message() << daemon_->log();
 
-  const std::string first = Generation(target);
+  // A copy of the first generation: renewal (due two seconds in) removes it,
+  // and keytool is slow to start on a loaded machine.
+  const std::string first_generation = Generation(target);
+  const std::string first = Snapshot(first_generation, dir_.Sub("first"));
   ASSERT_FALSE(first.empty());
   struct stat st {};
   ASSERT_EQ(stat((target + "/keystore.jks").c_str(), &st), 0);
@@ -377,12 +392,14 @@ TEST_F(JksDaemonTest, PublishWritesBothStoresAndRenewalRewritesThem) {
   }
 
   // Renewal is due two seconds in: the new generation has new stores.
-  std::string renewed = first;
-  for (int i = 0; i < 200 && (renewed == first || renewed.empty()); ++i) {
+  std::string generation = first_generation;
+  for (int i = 0; i < 200 && (generation == first_generation || generation.empty()); ++i) {
     std::this_thread::sleep_for(50ms);
-    renewed = Generation(target);
+    generation = Generation(target);
   }
-  ASSERT_NE(renewed, first) << daemon_->log();
+  ASSERT_NE(generation, first_generation) << daemon_->log();
+  const std::string renewed = Snapshot(generation, dir_.Sub("renewed"));
+  ASSERT_FALSE(renewed.empty());
   const std::string new_leaf = ReadAll(renewed + "/tls.crt");
   ASSERT_NE(Sha256Fingerprint(new_leaf), Sha256Fingerprint(ReadAll(first + "/tls.crt")));
   CommandResult rewritten = KeytoolList(renewed + "/keystore.jks", "jks-s3cret");
