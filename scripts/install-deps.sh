@@ -12,6 +12,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libcurl4-openssl-dev libyaml-cpp-dev
   prometheus-cpp-dev
   libgtest-dev libgmock-dev
+  openjdk-17-jre-headless  # keytool: the tests read the JKS keystores back with it
   util-linux procps
   clang-14 libclang-rt-14-dev
 )

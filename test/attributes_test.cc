@@ -95,6 +95,10 @@ void ExpectSpecEq(const CertificateSpec& actual, const CertificateSpec& expected
   EXPECT_EQ(actual.pkcs12_filename, expected.pkcs12_filename);
   EXPECT_EQ(actual.pkcs12_password, expected.pkcs12_password);
   EXPECT_EQ(actual.pkcs12_profile, expected.pkcs12_profile);
+  EXPECT_EQ(actual.jks_enable, expected.jks_enable);
+  EXPECT_EQ(actual.jks_filename, expected.jks_filename);
+  EXPECT_EQ(actual.jks_truststore_filename, expected.jks_truststore_filename);
+  EXPECT_EQ(actual.jks_password, expected.jks_password);
   EXPECT_EQ(actual.annotations, expected.annotations);
 }
 
@@ -473,6 +477,31 @@ INSTANTIATE_TEST_SUITE_P(
                            s.pkcs12_filename = "tls.p12";
                            s.pkcs12_password = "pw";
                          }},
+                GoodCase{
+                    "Jks",
+                    With({{"keystore-jks-enable", "true"}, {"keystore-jks-password", "s3cret"}}),
+                    [](CertificateSpec& s) {
+                      s.jks_enable = true;
+                      s.jks_password = "s3cret";
+                    }},
+                GoodCase{"JksFileNamesAndPkcs12Together",
+                         With({{"keystore-jks-enable", "true"},
+                               {"keystore-jks-password", "pässwörd"},
+                               {"keystore-jks-filename", "app.jks"},
+                               {"keystore-jks-truststore-filename", "trust.jks"},
+                               {"pkcs12-enable", "true"},
+                               {"pkcs12-password", "pw"}}),
+                         [](CertificateSpec& s) {
+                           s.jks_enable = true;
+                           s.jks_password = "pässwörd";
+                           s.jks_filename = "app.jks";
+                           s.jks_truststore_filename = "trust.jks";
+                           s.pkcs12_enable = true;
+                           s.pkcs12_password = "pw";
+                         }},
+                GoodCase{"JksDisabledWithItsAttributes",
+                         With({{"keystore-jks-enable", "false"}, {"keystore-jks-password", "pw"}}),
+                         [](CertificateSpec& s) { s.jks_password = "pw"; }},
                 GoodCase{"Pkcs12Profiles",
                          With({{"pkcs12-enable", "true"},
                                {"pkcs12-password", "pw"},
@@ -650,6 +679,53 @@ INSTANTIATE_TEST_SUITE_P(
                       {"pkcs12-password", "pw"},
                       {"pkcs12-profile", "Modern"}}),
                 Key("pkcs12-profile"), "Modern2023"},
+        BadCase{"JksWithoutPassword", With({{"keystore-jks-enable", "true"}}),
+                Key("keystore-jks-password"),
+                "required when csi.cert-manager.io/keystore-jks-enable"},
+        BadCase{"JksEmptyPassword",
+                With({{"keystore-jks-enable", "true"}, {"keystore-jks-password", ""}}),
+                Key("keystore-jks-password"), "required"},
+        BadCase{"JksDisabledStillNeedsAPassword", With({{"keystore-jks-enable", "false"}}),
+                Key("keystore-jks-password"), "required"},
+        BadCase{"JksPasswordNotUtf8",
+                With({{"keystore-jks-enable", "true"}, {"keystore-jks-password", "\xff"}}),
+                Key("keystore-jks-password"), "UTF-8"},
+        BadCase{"JksEnableNotBool", With({{"keystore-jks-enable", "True"}}),
+                Key("keystore-jks-enable"), "\"true\" or \"false\""},
+        BadCase{"JksEnableYes", With({{"keystore-jks-enable", "yes"}}), Key("keystore-jks-enable"),
+                "\"true\" or \"false\""},
+        BadCase{"JksPasswordWithoutEnable", With({{"keystore-jks-password", "pw"}}),
+                Key("keystore-jks-password"), "requires csi.cert-manager.io/keystore-jks-enable"},
+        BadCase{"JksTruststoreWithoutEnable", With({{"keystore-jks-truststore-filename", "t.jks"}}),
+                Key("keystore-jks-truststore-filename"), "requires"},
+        BadCase{"JksSameAsKey",
+                With({{"keystore-jks-enable", "true"},
+                      {"keystore-jks-password", "pw"},
+                      {"keystore-jks-filename", "tls.key"}}),
+                Key("keystore-jks-filename"), "csi.cert-manager.io/privatekey-file"},
+        BadCase{"JksTruststoreSameAsKeystore",
+                With({{"keystore-jks-enable", "true"},
+                      {"keystore-jks-password", "pw"},
+                      {"keystore-jks-truststore-filename", "keystore.jks"}}),
+                Key("keystore-jks-truststore-filename"),
+                "csi.cert-manager.io/keystore-jks-filename"},
+        BadCase{"JksSameAsPkcs12",
+                With({{"keystore-jks-enable", "true"},
+                      {"keystore-jks-password", "pw"},
+                      {"keystore-jks-filename", "keystore.p12"},
+                      {"pkcs12-enable", "true"},
+                      {"pkcs12-password", "pw"}}),
+                Key("keystore-jks-filename"), "csi.cert-manager.io/pkcs12-filename"},
+        BadCase{"JksDisabledFileNameMustDiffer",
+                With({{"keystore-jks-enable", "false"},
+                      {"keystore-jks-password", "pw"},
+                      {"keystore-jks-truststore-filename", "ca.crt"}}),
+                Key("keystore-jks-truststore-filename"), "the files must differ"},
+        BadCase{"JksFilenameChecked",
+                With({{"keystore-jks-enable", "true"},
+                      {"keystore-jks-password", "pw"},
+                      {"keystore-jks-filename", "../x.jks"}}),
+                Key("keystore-jks-filename"), "'/'"},
         BadCase{"Pkcs12ProfileWithoutEnable", With({{"pkcs12-profile", "Modern2023"}}),
                 Key("pkcs12-profile"), "requires csi.cert-manager.io/pkcs12-enable"},
         BadCase{"KeySizeNotANumber", With({{"key-size", "big"}}), Key("key-size"),
@@ -755,15 +831,19 @@ TEST(StorableAttributesTest, DropsSecretsAndSecretsMergeBackToTheSameSpec) {
                                  R"({"":{"token":"eyJ...","expirationTimestamp":"2030-01-01"}})"},
                                 {"pkcs12-enable", "true"},
                                 {"pkcs12-password", "pw"},
+                                {"keystore-jks-enable", "true"},
+                                {"keystore-jks-password", "jks-pw"},
                                 {"example.com/team", "payments"}});
   Attributes storable = StorableAttributes(attributes);
   Attributes expected = attributes;
   expected.erase(std::string(kServiceAccountTokens));
   expected.erase("csi.cert-manager.io/pkcs12-password");
+  expected.erase("csi.cert-manager.io/keystore-jks-password");
   EXPECT_EQ(storable, expected);
 
   Attributes secrets = SecretAttributes(attributes);
-  EXPECT_EQ(secrets, (Attributes{{"csi.cert-manager.io/pkcs12-password", "pw"}}));
+  EXPECT_EQ(secrets, (Attributes{{"csi.cert-manager.io/pkcs12-password", "pw"},
+                                 {"csi.cert-manager.io/keystore-jks-password", "jks-pw"}}));
 
   // The stored copy plus the secrets parses to the same spec as the original.
   Attributes restored = storable;

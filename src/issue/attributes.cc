@@ -14,6 +14,7 @@
 #include <cctype>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <vector>
 
@@ -66,6 +67,11 @@ constexpr std::string_view kPkcs12Enable = "pkcs12-enable";
 constexpr std::string_view kPkcs12Filename = "pkcs12-filename";
 constexpr std::string_view kPkcs12Password = "pkcs12-password";
 constexpr std::string_view kPkcs12Profile = "pkcs12-profile";
+// certmount's own: csi-driver has no JKS keys (docs/attributes.md).
+constexpr std::string_view kJksEnable = "keystore-jks-enable";
+constexpr std::string_view kJksFilename = "keystore-jks-filename";
+constexpr std::string_view kJksPassword = "keystore-jks-password";
+constexpr std::string_view kJksTruststore = "keystore-jks-truststore-filename";
 
 // certmount's earlier hyphenated spellings of csi-driver's keys, still read.
 constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kAliases = {{
@@ -75,14 +81,18 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kAliases 
     {kSerialNumber, "serial-number"},
 }};
 
-constexpr std::array<std::string_view, 33> kKnownAttributes = {
-    kIssuerName,      kIssuerKind,          kIssuerGroup,  kCommonName,  kLiteralSubject,
-    kOrganizations,   kOrganizationalUnits, kCountries,    kProvinces,   kLocalities,
-    kStreetAddresses, kPostalCodes,         kSerialNumber, kDnsNames,    kIpSans,
-    kUriSans,         kEmailSans,           kDuration,     kRenewBefore, kIsCa,
-    kKeyUsages,       kKeyAlgorithm,        kKeySize,      kKeyEncoding, kReusePrivateKey,
-    kCertificateFile, kPrivateKeyFile,      kCaFile,       kFsGroup,     kPkcs12Enable,
-    kPkcs12Filename,  kPkcs12Password,      kPkcs12Profile};
+constexpr std::array<std::string_view, 37> kKnownAttributes = {
+    kIssuerName,      kIssuerKind,          kIssuerGroup,   kCommonName,  kLiteralSubject,
+    kOrganizations,   kOrganizationalUnits, kCountries,     kProvinces,   kLocalities,
+    kStreetAddresses, kPostalCodes,         kSerialNumber,  kDnsNames,    kIpSans,
+    kUriSans,         kEmailSans,           kDuration,      kRenewBefore, kIsCa,
+    kKeyUsages,       kKeyAlgorithm,        kKeySize,       kKeyEncoding, kReusePrivateKey,
+    kCertificateFile, kPrivateKeyFile,      kCaFile,        kFsGroup,     kPkcs12Enable,
+    kPkcs12Filename,  kPkcs12Password,      kPkcs12Profile, kJksEnable,   kJksFilename,
+    kJksPassword,     kJksTruststore};
+
+// Kept on the volume's tmpfs, never in state.db (StorableAttributes).
+constexpr std::array<std::string_view, 2> kSecretAttributes = {kPkcs12Password, kJksPassword};
 
 constexpr int64_t kMaxFsGroup = 4294967294;  // 2^32 - 2: (uint32_t)-1 means "no group"
 constexpr size_t kMaxFileNameBytes = 255;
@@ -719,6 +729,7 @@ class AttributeParser {
     CERTMOUNT_ASSIGN_OR_RETURN(spec.ca_file, GetFileName(kCaFile, spec.ca_file));
     CERTMOUNT_RETURN_IF_ERROR(ParseFsGroup(spec));
     CERTMOUNT_RETURN_IF_ERROR(ParsePkcs12(spec));
+    CERTMOUNT_RETURN_IF_ERROR(ParseJks(spec));
     return CheckFileNamesDiffer(spec);
   }
 
@@ -735,27 +746,36 @@ class AttributeParser {
     return Status::Ok();
   }
 
-  // As csi-driver: once pkcs12-enable is set, "true" or "false", a password
-  // is required and the keystore's file name must differ from the others;
-  // without it the keystore attributes are errors.
-  Status ParsePkcs12(CertificateSpec& spec) const {
-    if (!Get(kPkcs12Enable)) {
-      for (std::string_view name : {kPkcs12Filename, kPkcs12Password, kPkcs12Profile}) {
-        if (Get(name)) {
-          return Invalid(name, "requires " + FullKey(kPkcs12Enable) + " to be set");
-        }
+  // As csi-driver's pkcs12-*: once `enable` is set, "true" or "false", a
+  // password is required; without it the keystore's other attributes
+  // (`password`, `filename` and `others`) are errors. Returns whether
+  // `enable` is set.
+  Result<bool> ParseKeystore(std::string_view enable, std::string_view filename,
+                             std::string_view password,
+                             std::initializer_list<std::string_view> others, bool& enabled,
+                             std::string& file, std::string& secret) const {
+    if (!Get(enable)) {
+      std::vector<std::string_view> dependents = {filename, password};
+      dependents.insert(dependents.end(), others);
+      for (std::string_view name : dependents) {
+        if (Get(name)) return Invalid(name, "requires " + FullKey(enable) + " to be set");
       }
-      return Status::Ok();
+      return false;
     }
-    CERTMOUNT_ASSIGN_OR_RETURN(spec.pkcs12_enable, GetBool(kPkcs12Enable, false));
-    CERTMOUNT_ASSIGN_OR_RETURN(spec.pkcs12_filename,
-                               GetFileName(kPkcs12Filename, spec.pkcs12_filename));
-    if (auto password = Get(kPkcs12Password)) spec.pkcs12_password = *password;
-    if (spec.pkcs12_password.empty()) {
-      return Invalid(kPkcs12Password, "required when " + FullKey(kPkcs12Enable) + " is set");
-    }
+    CERTMOUNT_ASSIGN_OR_RETURN(enabled, GetBool(enable, false));
+    CERTMOUNT_ASSIGN_OR_RETURN(file, GetFileName(filename, file));
+    if (auto value = Get(password)) secret = *value;
+    if (secret.empty()) return Invalid(password, "required when " + FullKey(enable) + " is set");
+    return true;
+  }
+
+  // csi-driver's PKCS#12 keys, plus certmount's pkcs12-profile.
+  Status ParsePkcs12(CertificateSpec& spec) const {
+    CERTMOUNT_ASSIGN_OR_RETURN(
+        bool set, ParseKeystore(kPkcs12Enable, kPkcs12Filename, kPkcs12Password, {kPkcs12Profile},
+                                spec.pkcs12_enable, spec.pkcs12_filename, spec.pkcs12_password));
     auto profile = Get(kPkcs12Profile);
-    if (!profile) return Status::Ok();
+    if (!set || !profile) return Status::Ok();
     if (*profile == "LegacyRC2") {
       spec.pkcs12_profile = Pkcs12Profile::kLegacyRc2;
     } else if (*profile == "LegacyDES") {
@@ -770,12 +790,29 @@ class AttributeParser {
     return Status::Ok();
   }
 
+  // certmount's JKS keys, parsed as the PKCS#12 ones; the truststore comes
+  // with the keystore.
+  Status ParseJks(CertificateSpec& spec) const {
+    CERTMOUNT_ASSIGN_OR_RETURN(
+        bool set, ParseKeystore(kJksEnable, kJksFilename, kJksPassword, {kJksTruststore},
+                                spec.jks_enable, spec.jks_filename, spec.jks_password));
+    if (!set) return Status::Ok();
+    CERTMOUNT_ASSIGN_OR_RETURN(spec.jks_truststore_filename,
+                               GetFileName(kJksTruststore, spec.jks_truststore_filename));
+    if (!IsValidUtf8(spec.jks_password)) return Invalid(kJksPassword, "must be UTF-8");
+    return Status::Ok();
+  }
+
   Status CheckFileNamesDiffer(const CertificateSpec& spec) const {
     std::vector<std::pair<std::string_view, const std::string*>> files = {
         {kCertificateFile, &spec.certificate_file},
         {kPrivateKeyFile, &spec.private_key_file},
         {kCaFile, &spec.ca_file}};
     if (Get(kPkcs12Enable)) files.emplace_back(kPkcs12Filename, &spec.pkcs12_filename);
+    if (Get(kJksEnable)) {
+      files.emplace_back(kJksFilename, &spec.jks_filename);
+      files.emplace_back(kJksTruststore, &spec.jks_truststore_filename);
+    }
     for (size_t i = 0; i < files.size(); ++i) {
       for (size_t j = 0; j < i; ++j) {
         if (*files[i].second == *files[j].second) {
@@ -815,15 +852,17 @@ std::map<std::string, std::string> StorableAttributes(
     const std::map<std::string, std::string>& volume_context) {
   std::map<std::string, std::string> storable = volume_context;
   storable.erase(std::string(kServiceAccountTokens));
-  storable.erase(FullKey(kPkcs12Password));
+  for (std::string_view secret : kSecretAttributes) storable.erase(FullKey(secret));
   return storable;
 }
 
 std::map<std::string, std::string> SecretAttributes(
     const std::map<std::string, std::string>& volume_context) {
   std::map<std::string, std::string> secrets;
-  auto it = volume_context.find(FullKey(kPkcs12Password));
-  if (it != volume_context.end()) secrets.insert(*it);
+  for (std::string_view secret : kSecretAttributes) {
+    auto it = volume_context.find(FullKey(secret));
+    if (it != volume_context.end()) secrets.insert(*it);
+  }
   return secrets;
 }
 

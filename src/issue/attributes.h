@@ -38,7 +38,8 @@ Result<CertificateSpec> ParseAttributes(const std::map<std::string, std::string>
 // The volume context minus the values that must not be written to the
 // database: csi.storage.k8s.io/serviceAccount.tokens (live bearer tokens;
 // kubelet sends fresh ones on every republish) and
-// csi.cert-manager.io/pkcs12-password. The password is plain text in the pod
+// the keystore passwords csi.cert-manager.io/pkcs12-password and
+// keystore-jks-password. A password is plain text in the pod
 // spec, but admins copy rows of state.db into tickets, so the driver keeps it
 // on the volume's tmpfs instead (see SecretAttributes) and merges it back for
 // renewal.
@@ -54,7 +55,8 @@ std::map<std::string, std::string> StorableAttributes(
 Result<std::string> ServiceAccountToken(const std::map<std::string, std::string>& volume_context);
 
 // The attributes StorableAttributes leaves out that ParseAttributes needs
-// again on renewal (today: pkcs12-password), to be kept on the tmpfs.
+// again on renewal (the pkcs12 and keystore-jks passwords), to be kept on
+// the tmpfs.
 std::map<std::string, std::string> SecretAttributes(
     const std::map<std::string, std::string>& volume_context);
 

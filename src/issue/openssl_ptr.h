@@ -15,6 +15,8 @@
 #include <memory>
 #include <string>
 
+#include "common/status.h"
+
 namespace certmount {
 
 // Calls the OpenSSL free function `Free` on destruction.
@@ -87,6 +89,18 @@ inline std::string OpensslFailure(const std::string& what) {
 // A read-only memory BIO over `data`; valid while `data` is.
 inline BioPtr MemoryBio(const void* data, size_t size) {
   return BioPtr(BIO_new_mem_buf(data, static_cast<int>(size)));
+}
+
+// The DER OpenSSL's `i2d` (i2d_X509, i2d_PKCS12, ...) writes for `object`;
+// INTERNAL naming `what` when it cannot.
+template <typename I2d, typename T>
+Result<std::string> EncodeDer(I2d i2d, const T* object, const std::string& what) {
+  unsigned char* der = nullptr;
+  int length = i2d(object, &der);
+  if (length <= 0) return Status::Internal(OpensslFailure("cannot encode " + what));
+  std::string bytes(reinterpret_cast<const char*>(der), static_cast<size_t>(length));
+  OPENSSL_free(der);
+  return bytes;
 }
 
 // Everything written to a memory BIO, as a string.

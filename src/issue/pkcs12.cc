@@ -1,9 +1,9 @@
 #include "issue/pkcs12.h"
 
-#include <openssl/pem.h>
 #include <openssl/provider.h>
 
 #include "issue/openssl_ptr.h"
+#include "issue/pem_certificates.h"
 
 namespace certmount {
 namespace {
@@ -11,30 +11,6 @@ namespace {
 // OpenSSL's own default; costs ~1ms per operation and matches what
 // `openssl pkcs12 -export` writes.
 constexpr int kIterations = PKCS12_DEFAULT_ITER;
-
-// Appends every PEM certificate in `pem` to `stack`.
-Status AppendCertificates(std::string_view pem, STACK_OF(X509) * stack, const char* what) {
-  BioPtr bio = MemoryBio(pem.data(), pem.size());
-  if (bio == nullptr) return Status::Internal(OpensslFailure("cannot allocate BIO"));
-  int count = 0;
-  while (true) {
-    X509Ptr cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
-    if (cert == nullptr) break;
-    if (sk_X509_push(stack, cert.get()) == 0) {
-      return Status::Internal(OpensslFailure("out of memory"));
-    }
-    cert.release();  // owned by `stack`
-    ++count;
-  }
-  // The loop ends with a "no start line" error at end of input; only a
-  // failure before any certificate matters.
-  std::string errors = DrainOpensslErrors();
-  if (count == 0) {
-    return Status::InvalidArgument(std::string("no PEM certificate in ") + what +
-                                   (errors.empty() ? "" : ": " + errors));
-  }
-  return Status::Ok();
-}
 
 // A library context with the default and legacy providers, for RC2 and
 // 3DES-based PBEs; null when the legacy provider is not installed.
@@ -89,7 +65,7 @@ Result<std::string> BuildPkcs12(const PrivateKey& key, std::string_view chain_pe
   X509StackPtr extra(sk_X509_new_null());
   if (chain == nullptr || extra == nullptr) return Status::Internal("out of memory");
   if (chain_pem.empty()) return Status::InvalidArgument("empty certificate chain");
-  CERTMOUNT_RETURN_IF_ERROR(AppendCertificates(chain_pem, chain.get(), "certificate chain"));
+  CERTMOUNT_RETURN_IF_ERROR(AppendPemCertificates(chain_pem, chain.get(), "certificate chain"));
   X509Ptr leaf(sk_X509_shift(chain.get()));
   while (X509* cert = sk_X509_shift(chain.get())) {
     sk_X509_push(extra.get(), cert);
@@ -106,12 +82,7 @@ Result<std::string> BuildPkcs12(const PrivateKey& key, std::string_view chain_pe
                      kIterations, parameters.mac_digest) != 1) {
     return Status::Internal(OpensslFailure("cannot add PKCS#12 MAC"));
   }
-  unsigned char* der = nullptr;
-  int length = i2d_PKCS12(p12.get(), &der);
-  if (length <= 0) return Status::Internal(OpensslFailure("cannot encode PKCS#12"));
-  std::string bytes(reinterpret_cast<const char*>(der), static_cast<size_t>(length));
-  OPENSSL_free(der);
-  return bytes;
+  return EncodeDer(i2d_PKCS12, p12.get(), "PKCS#12");
 }
 
 }  // namespace certmount

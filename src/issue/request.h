@@ -78,6 +78,13 @@ struct CertificateSpec {
   std::string pkcs12_password;
   Pkcs12Profile pkcs12_profile = Pkcs12Profile::kLegacyRc2;
 
+  // JKS keystore and truststore (issue/jks.h), both protected by
+  // jks_password.
+  bool jks_enable = false;
+  std::string jks_filename = "keystore.jks";
+  std::string jks_truststore_filename = "truststore.jks";
+  std::string jks_password;
+
   // Attributes of other domains, passed to issuers that use them (the
   // cert-manager issuer turns them into CertificateRequest annotations).
   std::map<std::string, std::string> annotations;

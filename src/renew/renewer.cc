@@ -33,6 +33,7 @@ Result<IssuedCertificateFields> Renewer::Renew(const VolumeRecord& volume, std::
   request.layout = layout;
   if (volume.file_group.has_value()) request.ownership.gid = static_cast<gid_t>(*volume.file_group);
   request.reuse_existing_key = spec->reuse_private_key;
+  request.now_unix = clock_->NowUnix();
   if (options_.tokens != nullptr) {
     std::optional<std::string> token = options_.tokens->Get(volume.volume_id);
     if (!token.has_value()) {

@@ -56,6 +56,10 @@ std::optional<std::string> FilesProblem(const VolumeRecord& volume, const Volume
   std::vector<std::string> expected = {spec->certificate_file, spec->private_key_file,
                                        spec->ca_file};
   if (spec->pkcs12_enable) expected.push_back(spec->pkcs12_filename);
+  if (spec->jks_enable) {
+    expected.push_back(spec->jks_filename);
+    expected.push_back(spec->jks_truststore_filename);
+  }
   std::string missing;
   for (const std::string& name : expected) {
     Result<std::string> contents = env->ReadFile(Normalised(volume_path) + "/" + name);

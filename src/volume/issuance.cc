@@ -2,6 +2,7 @@
 
 #include "issue/certificate_info.h"
 #include "issue/csr.h"
+#include "issue/jks.h"
 #include "issue/pkcs12.h"
 #include "issue/private_key.h"
 #include "issue/renewal_time.h"
@@ -87,6 +88,23 @@ Result<KeyAndCsr> ResumableKeyAndCsr(const IssuanceRequest& request, Env* env,
   return fresh;
 }
 
+// The JKS keystore (mode of the key) and truststore (only certificates: the
+// mode of ca.crt), dated by the request's clock.
+Status AddJksFiles(const CertificateSpec& spec, const PrivateKey& key,
+                   const IssuedCertificate& issued, const IssuanceRequest& request,
+                   std::vector<FileEntry>& files) {
+  const int64_t created_ms = request.now_unix * 1000;
+  CERTMOUNT_ASSIGN_OR_RETURN(std::string keystore,
+                             BuildJksKeystore(key, issued.certificate_chain_pem, issued.ca_pem,
+                                              spec.jks_password, created_ms));
+  CERTMOUNT_ASSIGN_OR_RETURN(std::string truststore,
+                             BuildJksTruststore(issued.ca_pem, spec.jks_password, created_ms));
+  files.push_back({spec.jks_filename, std::move(keystore), KeyFileMode(request.ownership)});
+  files.push_back(
+      {spec.jks_truststore_filename, std::move(truststore), CertFileMode(request.ownership)});
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool HasPendingIssuance(const VolumeLayout& layout, Env* env) {
@@ -148,6 +166,9 @@ Result<IssuedCertificateFields> IssueIntoVolume(const IssuanceRequest& request, 
         std::string keystore,
         BuildPkcs12(key, issued->certificate_chain_pem, spec.pkcs12_password, spec.pkcs12_profile));
     files.push_back({spec.pkcs12_filename, std::move(keystore), KeyFileMode(ownership)});
+  }
+  if (spec.jks_enable) {
+    CERTMOUNT_RETURN_IF_ERROR(AddJksFiles(spec, key, *issued, request, files));
   }
   CERTMOUNT_RETURN_IF_ERROR(WriteFileSet(request.layout.data, files, ownership, env));
   if (request.resumable) RemovePending(request.layout, env);

@@ -42,6 +42,9 @@ struct IssuanceRequest {
   // key goes into the file set) and on a final failure (INVALID_ARGUMENT,
   // FAILED_PRECONDITION, PERMISSION_DENIED), and kept otherwise.
   bool resumable = false;
+  // Wall-clock time of this issuance (Clock::NowUnix): the date of the
+  // JKS keystores' entries.
+  int64_t now_unix = 0;
   // Called after each step; may be empty.
   std::function<void(IssuanceStep)> on_step;
 };

@@ -573,6 +573,7 @@ Result<IssuedCertificateFields> Publisher::IssueNew(const PublishRequest& reques
   issuance.ownership = FileOwnership{record.file_group};
   issuance.request_name = record.request_name;
   issuance.resumable = issuer_->Resumable();
+  issuance.now_unix = clock_->NowUnix();
   issuance.on_step = [&](IssuanceStep step) { Step(PublishStepOf(step), volume_id); };
   const auto started = clock_->SteadyNow();
   Result<IssuedCertificateFields> fields = IssueIntoVolume(issuance, issuer_, env_, deadline, stop);
