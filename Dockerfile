@@ -13,7 +13,7 @@ FROM debian:12 AS build
 ARG CERTMOUNT_WERROR=OFF
 WORKDIR /src
 COPY scripts/install-deps.sh scripts/install-deps.sh
-RUN bash scripts/install-deps.sh && apt-get install -y -qq --no-install-recommends ccache \
+RUN bash scripts/install-deps.sh --build-only && apt-get install -y -qq --no-install-recommends ccache \
  && rm -rf /var/lib/apt/lists/*
 COPY . .
 # The ccache directory is a build cache mount: a rebuild after a small change

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages certmount builds and tests with. Idempotent:
 # it asks apt only for what dpkg does not already report as installed.
+#   scripts/install-deps.sh               # build, tests and verification tools
+#   scripts/install-deps.sh --build-only  # what building certmountd needs (the image)
 set -euo pipefail
 
 packages=(
@@ -12,10 +14,14 @@ packages=(
   libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libcurl4-openssl-dev libyaml-cpp-dev
   prometheus-cpp-dev
   libgtest-dev libgmock-dev
-  openjdk-17-jre-headless  # keytool: the tests read the JKS keystores back with it
   util-linux procps
-  clang-14 libclang-rt-14-dev
 )
+# Only the tests and the verification builds use these: keytool reads the JKS
+# keystores back; clang with libFuzzer and the sanitizer runtimes builds the
+# fuzzers.
+if [ "${1:-}" != --build-only ]; then
+  packages+=(openjdk-17-jre-headless clang-14 libclang-rt-14-dev)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
