@@ -189,6 +189,17 @@ TEST(SpiffeSpec, AttributesThatWouldChangeTheIdentityOrTheSvidAreRefusedNamingTh
   EXPECT_THAT(rsa.status().message(), StartsWith("csi.cert-manager.io/key-algorithm"));
 }
 
+TEST(SpiffeSpec, KeySizeIsReadAsAnEcdsaSizeWithoutKeyAlgorithm) {
+  Result<CertificateSpec> spec =
+      ParseVolumeAttributes(PodContext({{"csi.cert-manager.io/key-size", "256"}}), kTrustDomain);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->key_algorithm, KeyAlgorithm::kEcdsa);
+  Result<CertificateSpec> p384 =
+      ParseVolumeAttributes(PodContext({{"csi.cert-manager.io/key-size", "384"}}), kTrustDomain);
+  EXPECT_EQ(p384.status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(p384.status().message(), StartsWith("csi.cert-manager.io/key-size"));
+}
+
 TEST(SpiffeSpec, TheIdentityComesFromKubeletsEntriesNotFromVariables) {
   // ${SERVICE_ACCOUNT_NAME} cannot reach the certificate: every SAN key is refused,
   // and the pod info decides alone.

@@ -182,14 +182,19 @@ Result<std::string> SpiffeIdForPod(std::string_view trust_domain, const PodInfo&
 Result<CertificateSpec> ParseVolumeAttributes(
     const std::map<std::string, std::string>& volume_context,
     std::string_view spiffe_trust_domain) {
-  CERTMOUNT_ASSIGN_OR_RETURN(CertificateSpec spec, ParseAttributes(volume_context));
-  if (spiffe_trust_domain.empty()) return spec;
+  if (spiffe_trust_domain.empty()) return ParseAttributes(volume_context);
+  // The key is ECDSA here, so key-size is read as an ECDSA size even when
+  // the pod does not name the algorithm (csi-driver's default is RSA).
+  std::map<std::string, std::string> context = volume_context;
+  std::string& algorithm = context[std::string(kAttributePrefix) + "key-algorithm"];
+  if (algorithm.empty()) algorithm = "ECDSA";
+  CERTMOUNT_ASSIGN_OR_RETURN(CertificateSpec spec, ParseAttributes(context));
   CERTMOUNT_RETURN_IF_ERROR(CheckSpiffeAttributes(volume_context));
   CERTMOUNT_ASSIGN_OR_RETURN(
       std::string id, SpiffeIdForPod(spiffe_trust_domain, PodInfoFromContext(volume_context)));
-  // The attribute checks leave these at their defaults but for the key,
-  // which csi-driver defaults to RSA; set all of them so the SVID never
-  // depends on ParseAttributes' defaults.
+  // The attribute checks leave these at their defaults or at the SVID's
+  // values already; set all of them anyway, so the SVID never depends on
+  // ParseAttributes' defaults.
   spec.subject = Subject{};
   spec.literal_subject.clear();
   spec.dns_names.clear();
