@@ -118,13 +118,7 @@ class CertManagerDaemonTest : public ::testing::Test {
     return db.execAndGet("SELECT count(*) FROM volumes").getInt();
   }
 
-  std::vector<json> Posts() {
-    std::vector<json> bodies;
-    for (const RecordedRequest& request : api_.Requests()) {
-      if (request.method == "POST") bodies.push_back(json::parse(request.body));
-    }
-    return bodies;
-  }
+  std::vector<json> Posts() { return api_.PostedBodies(); }
 
   TempDir dir_;
   FakeKubeApi api_;

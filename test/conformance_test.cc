@@ -410,10 +410,7 @@ TEST_P(CertManagerConformance, RequestsWhatCsiDriverWould) {
   grpc::Status status = daemon.node().NodePublishVolume(CallContext().get(), request, &response);
   ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << daemon.log();
 
-  std::vector<json> posts;
-  for (const RecordedRequest& recorded : api.Requests()) {
-    if (recorded.method == "POST") posts.push_back(json::parse(recorded.body));
-  }
+  std::vector<json> posts = api.PostedBodies();
   ASSERT_EQ(posts.size(), 1u);
   const json& spec = posts[0]["spec"];
   EXPECT_EQ(spec["usages"], c.usages);

@@ -14,6 +14,7 @@
 #include "common/logging.h"
 #include "csi/endpoint.h"
 #include "issue/go_duration.h"
+#include "issue/spiffe.h"
 
 namespace certmount {
 namespace {
@@ -47,6 +48,7 @@ struct Flags {
   int kube_api_burst = 10;
   bool use_token_request = false;
   int max_requests_per_volume = 1;
+  std::string spiffe_trust_domain;  // empty: SPIFFE mode off
 };
 
 void AddNodeFlags(CLI::App& app, Flags& flags) {
@@ -87,6 +89,9 @@ void AddIssuerFlags(CLI::App& app, Flags& flags) {
                  "CertificateRequests kept per volume; older ones are deleted")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  app.add_option("--spiffe-trust-domain", flags.spiffe_trust_domain,
+                 "SPIFFE mode: every certificate is the pod's X.509-SVID "
+                 "spiffe://<domain>/ns/<namespace>/sa/<service account> (docs/attributes.md)");
   app.add_option("--ca-cert", flags.ca_cert, "local CA certificate PEM (default: generated)");
   app.add_option("--ca-key", flags.ca_key, "local CA private key PEM");
 }
@@ -221,6 +226,14 @@ std::optional<NodeOptions> ToNodeOptions(const Flags& flags) {
   options.kube_api_qps = flags.kube_api_qps;
   options.kube_api_burst = flags.kube_api_burst;
   options.use_token_request = flags.use_token_request;
+  if (!flags.spiffe_trust_domain.empty()) {
+    Status domain = ValidateSpiffeTrustDomain(flags.spiffe_trust_domain);
+    if (!domain.ok()) {
+      UsageError("--spiffe-trust-domain: " + domain.message());
+      return std::nullopt;
+    }
+    options.spiffe_trust_domain = flags.spiffe_trust_domain;
+  }
   options.max_requests_per_volume = flags.max_requests_per_volume;
   options.mount_tmpfs = flags.mount_tmpfs;
   options.history_limit = flags.history_limit;

@@ -141,6 +141,7 @@ void Node::Wire() {
   publisher_options.mount_tmpfs = options_.mount_tmpfs;
   publisher_options.step_hook = options_.publish_step_hook;
   publisher_options.history_limit = options_.history_limit;
+  publisher_options.spiffe_trust_domain = options_.spiffe_trust_domain;
   if (options_.use_token_request) {
     // Only a signer that acts as the pod can use its token.
     if (options_.issuer == IssuerKind::kCertManager) {
@@ -156,6 +157,7 @@ void Node::Wire() {
   renewer_options.timeout = options_.publish_timeout;
   renewer_options.store = store_.get();
   renewer_options.tokens = publisher_options.tokens;
+  renewer_options.spiffe_trust_domain = options_.spiffe_trust_domain;
   renewer_ = std::make_unique<Renewer>(renewer_options, issuer_.get(), env_, &clock_);
   scheduler_ =
       std::make_unique<RenewalScheduler>(options_.scheduler, store_.get(), renewer_.get(), &clock_);

@@ -65,6 +65,7 @@ struct NodeOptions {
   int kube_api_burst = 10;
   bool use_token_request = false;
   int max_requests_per_volume = 1;
+  std::string spiffe_trust_domain;  // empty: SPIFFE mode off
   std::chrono::milliseconds publish_timeout{std::chrono::seconds(60)};
   std::chrono::milliseconds shutdown_grace{std::chrono::seconds(10)};
   bool mount_tmpfs = true;

@@ -1,6 +1,7 @@
 #include "renew/renewer.h"
 
 #include "issue/attributes.h"
+#include "issue/spiffe.h"
 #include "volume/issuance.h"
 #include "volume/volume_layout.h"
 
@@ -23,7 +24,7 @@ Result<IssuedCertificateFields> Renewer::Renew(const VolumeRecord& volume, std::
   std::map<std::string, std::string> attributes = volume.attributes;
   CERTMOUNT_ASSIGN_OR_RETURN(auto secrets, LoadSecretAttributes(layout, env_));
   for (auto& [key, value] : secrets) attributes[key] = std::move(value);
-  Result<CertificateSpec> spec = ParseAttributes(attributes);
+  Result<CertificateSpec> spec = ParseVolumeAttributes(attributes, options_.spiffe_trust_domain);
   if (!spec.ok()) return spec.status().WithContext("volume " + volume.volume_id + " attributes");
 
   IssuanceRequest request;

@@ -29,6 +29,9 @@ struct RenewerOptions {
   // here; without one (after a restart, before kubelet republishes) they
   // fail UNAVAILABLE and back off. Null: the driver's own credentials.
   const ServiceAccountTokens* tokens = nullptr;
+  // --spiffe-trust-domain; empty: off. The identity is rebuilt from the
+  // stored pod info (ParseVolumeAttributes), never from attributes.
+  std::string spiffe_trust_domain;
 };
 
 class Renewer {

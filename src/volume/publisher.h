@@ -66,6 +66,8 @@ struct PublisherOptions {
   ServiceAccountTokens* tokens = nullptr;
   // Rows of issuance history kept per volume (the publish writes the first).
   int history_limit = 10;
+  // --spiffe-trust-domain; empty: off. See ParseVolumeAttributes.
+  std::string spiffe_trust_domain;
   // Called after each step; the default does nothing.
   std::function<void(PublishStep, const std::string& volume_id)> step_hook;
 };

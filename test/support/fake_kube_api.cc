@@ -308,6 +308,14 @@ std::vector<RecordedRequest> FakeKubeApi::Requests() const {
   return requests_;
 }
 
+std::vector<nlohmann::json> FakeKubeApi::PostedBodies() const {
+  std::vector<nlohmann::json> bodies;
+  for (const RecordedRequest& request : Requests()) {
+    if (request.method == "POST") bodies.push_back(nlohmann::json::parse(request.body));
+  }
+  return bodies;
+}
+
 int FakeKubeApi::Count(const std::string& method, const std::string& path_prefix,
                        bool watch) const {
   std::lock_guard lock(mutex_);

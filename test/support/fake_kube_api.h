@@ -111,6 +111,8 @@ class FakeKubeApi {
   void SetGoneAsEvent(bool as_event);
 
   std::vector<RecordedRequest> Requests() const;
+  // The bodies of the recorded POSTs (the created objects), in order.
+  std::vector<nlohmann::json> PostedBodies() const;
   // Recorded requests with `method` whose path starts with `path_prefix`;
   // `watch` selects watch or non-watch requests.
   int Count(const std::string& method, const std::string& path_prefix, bool watch = false) const;

@@ -1,0 +1,448 @@
+// SPIFFE mode (--spiffe-trust-domain): the trust domain and identity rules
+// in process, then the real certmountd over its socket with the local CA
+// (the issued X.509-SVID read back with OpenSSL, hostile attributes, missing
+// pod info, a renewal) and with cert-manager played by the fake API server
+// (the CertificateRequest's CSR and annotations).
+#include "issue/spiffe.h"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "issue/attributes.h"
+#include "kube/base64.h"
+#include "support/daemon.h"
+#include "support/fake_kube_api.h"
+#include "support/mounts.h"
+#include "support/root.h"
+#include "support/temp_dir.h"
+#include "support/x509_inspect.h"
+
+namespace certmount::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using ::testing::UnorderedElementsAre;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+constexpr char kTrustDomain[] = "example.org";
+// KubeletPublishRequest's pod: namespace default, service account web.
+constexpr char kWebIdentity[] = "spiffe://example.org/ns/default/sa/web";
+constexpr unsigned kDigitalSignatureBit = 0x80;  // X509_get_key_usage's KU_DIGITAL_SIGNATURE
+constexpr unsigned kKeyEnciphermentBit = 0x20;   // KU_KEY_ENCIPHERMENT
+
+std::map<std::string, std::string> PodContext(std::map<std::string, std::string> attributes = {}) {
+  std::map<std::string, std::string> context = {
+      {"csi.storage.k8s.io/pod.name", "web-0"},
+      {"csi.storage.k8s.io/pod.namespace", "default"},
+      {"csi.storage.k8s.io/pod.uid", "0b5c1c8e-8f5e-4c4e-9d3a-2f9a4f0e6b11"},
+      {"csi.storage.k8s.io/serviceAccount.name", "web"},
+      {"csi.cert-manager.io/issuer-name", "local"}};
+  for (auto& [key, value] : attributes) context[key] = value;
+  return context;
+}
+
+// ---- trust domain and identity ---------------------------------------------------
+
+TEST(SpiffeTrustDomain, AcceptsTheSpecsCharacterSetUpTo255) {
+  for (const std::string& domain : std::vector<std::string>{"example.org", "td", "cluster.local",
+                                                            "a-b_c.0-9", std::string(255, 'x')}) {
+    EXPECT_TRUE(ValidateSpiffeTrustDomain(domain).ok()) << domain;
+  }
+}
+
+TEST(SpiffeTrustDomain, RefusesSchemePortUserinfoPathUpperCaseAndLength) {
+  for (const std::string& domain :
+       std::vector<std::string>{"", "spiffe://example.org", "example.org:443", "user@example.org",
+                                "example.org/ns", "Example.org", "exa mple.org", "example.org.\n",
+                                "xn--bcher-kva.\xC3\xA9", std::string(256, 'x')}) {
+    Status status = ValidateSpiffeTrustDomain(domain);
+    EXPECT_EQ(status.code(), Code::kInvalidArgument) << domain;
+    EXPECT_THAT(status.message(), HasSubstr("trust domain")) << domain;
+  }
+}
+
+TEST(SpiffeTrustDomain, CertmountdRefusesABadOneAtStartExitTwoNamingTheFlag) {
+  TempDir dir;
+  ProcessResult r = RunProcess({CERTMOUNTD_PATH, "--node-id=n", "--data-root=" + dir.Sub("data"),
+                                "--spiffe-trust-domain=spiffe://Example.org"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--spiffe-trust-domain"));
+  EXPECT_FALSE(fs::exists(dir.Sub("data") + "/state.db"));
+}
+
+TEST(SpiffeId, IsBuiltFromNamespaceAndServiceAccount) {
+  PodInfo pod{"web-0", "default", "uid", "web"};
+  Result<std::string> id = SpiffeIdForPod(kTrustDomain, pod);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  EXPECT_EQ(*id, kWebIdentity);
+}
+
+TEST(SpiffeId, MissingPodInfoIsFailedPreconditionNamingPodInfoOnMount) {
+  PodInfo no_namespace{"web-0", "", "uid", "web"};
+  PodInfo no_account{"web-0", "default", "uid", ""};
+  for (const PodInfo& pod : {no_namespace, no_account}) {
+    Result<std::string> id = SpiffeIdForPod(kTrustDomain, pod);
+    EXPECT_EQ(id.status().code(), Code::kFailedPrecondition);
+    EXPECT_THAT(id.status().message(), HasSubstr("podInfoOnMount"));
+  }
+}
+
+TEST(SpiffeId, ValuesThatAreNotPathSegmentsAreRefused) {
+  for (const std::string account : {"..", ".", "a/b", "a b", "a%2Fb"}) {
+    PodInfo pod{"web-0", "default", "uid", account};
+    EXPECT_EQ(SpiffeIdForPod(kTrustDomain, pod).status().code(), Code::kInvalidArgument) << account;
+  }
+}
+
+// ---- the spec --------------------------------------------------------------------
+
+TEST(SpiffeSpec, WithoutATrustDomainItIsParseAttributes) {
+  Result<CertificateSpec> spec = ParseVolumeAttributes(PodContext(), "");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->key_algorithm, KeyAlgorithm::kRsa);
+  EXPECT_TRUE(spec->uris.empty());
+  EXPECT_TRUE(spec->annotations.empty());
+}
+
+TEST(SpiffeSpec, IsTheX509SvidOfThePodsServiceAccount) {
+  Result<CertificateSpec> spec = ParseVolumeAttributes(PodContext(), kTrustDomain);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_THAT(spec->uris, ElementsAre(kWebIdentity));
+  EXPECT_TRUE(spec->dns_names.empty());
+  EXPECT_TRUE(spec->ip_addresses.empty());
+  EXPECT_TRUE(spec->email_addresses.empty());
+  EXPECT_TRUE(spec->subject.common_name.empty());
+  EXPECT_TRUE(spec->literal_subject.empty());
+  EXPECT_FALSE(spec->is_ca);
+  EXPECT_THAT(spec->usages, ElementsAre("digital signature", "server auth", "client auth"));
+  EXPECT_EQ(spec->key_algorithm, KeyAlgorithm::kEcdsa);
+  EXPECT_EQ(spec->key_size, 256);
+  EXPECT_EQ(spec->key_encoding, KeyEncoding::kPkcs8);
+  EXPECT_EQ(spec->duration, std::chrono::hours(1));
+  EXPECT_FALSE(spec->renew_before.has_value());  // two thirds, as csi-driver-spiffe
+  EXPECT_EQ(spec->annotations.at("spiffe.csi.cert-manager.io/identity"), kWebIdentity);
+}
+
+TEST(SpiffeSpec, AttributesThatChangeNothingTheSvidAssertsAreAllowed) {
+  Result<CertificateSpec> spec =
+      ParseVolumeAttributes(PodContext({{"csi.cert-manager.io/duration", "2h"},
+                                        {"csi.cert-manager.io/renew-before", "30m"},
+                                        {"csi.cert-manager.io/key-algorithm", "ecdsa"},
+                                        {"csi.cert-manager.io/key-size", "256"},
+                                        {"csi.cert-manager.io/key-encoding", "pkcs8"},
+                                        {"csi.cert-manager.io/is-ca", "false"},
+                                        {"csi.cert-manager.io/fs-group", "2000"},
+                                        {"csi.cert-manager.io/certificate-file", "svid.pem"},
+                                        {"csi.cert-manager.io/common-name", ""},  // empty: not set
+                                        {"team.example.com/owner", "payments"}}),
+                            kTrustDomain);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->duration, std::chrono::hours(2));
+  EXPECT_EQ(spec->certificate_file, "svid.pem");
+  EXPECT_EQ(spec->annotations.at("team.example.com/owner"), "payments");
+  EXPECT_THAT(spec->uris, ElementsAre(kWebIdentity));
+}
+
+TEST(SpiffeSpec, AttributesThatWouldChangeTheIdentityOrTheSvidAreRefusedNamingTheKey) {
+  const std::map<std::string, std::string> hostile = {
+      {"csi.cert-manager.io/uri-sans", "spiffe://example.org/ns/default/sa/admin"},
+      {"csi.cert-manager.io/dns-names", "web.default.svc"},
+      {"csi.cert-manager.io/ip-sans", "10.0.0.1"},
+      {"csi.cert-manager.io/email-sans", "a@example.org"},
+      {"csi.cert-manager.io/common-name", "admin"},
+      {"csi.cert-manager.io/literal-subject", "CN=admin"},
+      {"csi.cert-manager.io/organizations", "Acme"},
+      {"csi.cert-manager.io/serial-number", "1"},
+      {"csi.cert-manager.io/is-ca", "true"},
+      {"csi.cert-manager.io/key-usages", "digital signature,cert sign"},
+      {"csi.cert-manager.io/key-algorithm", "RSA"},
+      {"csi.cert-manager.io/key-size", "384"},
+      {"csi.cert-manager.io/key-encoding", "PKCS1"},
+      {"csi.cert-manager.io/reuse-private-key", "true"},
+      {"csi.cert-manager.io/some-future-attribute", "x"},
+      {"spiffe.csi.cert-manager.io/identity", "spiffe://example.org/ns/kube-system/sa/admin"},
+      {"spiffe.csi.cert-manager.io/fs-group", "2000"},
+  };
+  for (const auto& [key, value] : hostile) {
+    Result<CertificateSpec> spec = ParseVolumeAttributes(PodContext({{key, value}}), kTrustDomain);
+    EXPECT_EQ(spec.status().code(), Code::kInvalidArgument) << key;
+    EXPECT_THAT(spec.status().message(), StartsWith(key)) << key;
+  }
+  // Several refused keys: the message names the first in key order.
+  Result<CertificateSpec> rsa =
+      ParseVolumeAttributes(PodContext({{"csi.cert-manager.io/key-encoding", "PKCS1"},
+                                        {"csi.cert-manager.io/key-algorithm", "RSA"}}),
+                            kTrustDomain);
+  EXPECT_EQ(rsa.status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(rsa.status().message(), StartsWith("csi.cert-manager.io/key-algorithm"));
+}
+
+TEST(SpiffeSpec, KeySizeIsReadAsAnEcdsaSizeWithoutKeyAlgorithm) {
+  Result<CertificateSpec> spec =
+      ParseVolumeAttributes(PodContext({{"csi.cert-manager.io/key-size", "256"}}), kTrustDomain);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->key_algorithm, KeyAlgorithm::kEcdsa);
+  Result<CertificateSpec> p384 =
+      ParseVolumeAttributes(PodContext({{"csi.cert-manager.io/key-size", "384"}}), kTrustDomain);
+  EXPECT_EQ(p384.status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(p384.status().message(), StartsWith("csi.cert-manager.io/key-size"));
+}
+
+TEST(SpiffeSpec, TheIdentityComesFromKubeletsEntriesNotFromVariables) {
+  // ${SERVICE_ACCOUNT_NAME} cannot reach the certificate: every SAN key is refused,
+  // and the pod info decides alone.
+  auto context = PodContext();
+  context["csi.storage.k8s.io/serviceAccount.name"] = "payments";
+  context["csi.storage.k8s.io/pod.namespace"] = "billing";
+  Result<CertificateSpec> spec = ParseVolumeAttributes(context, "prod.example.org");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_THAT(spec->uris, ElementsAre("spiffe://prod.example.org/ns/billing/sa/payments"));
+}
+
+// ---- the real certmountd with the local CA -----------------------------------------
+
+// The CSR a CertificateRequest carries, read with OpenSSL.
+struct InspectedRequest {
+  bool parsed = false;
+  int subject_entries = -1;
+  std::vector<std::string> uris;
+  int other_names = 0;
+  bool san_critical = false;
+  std::string key_type;
+  int key_bits = 0;
+};
+
+InspectedRequest InspectRequestPem(const std::string& pem) {
+  InspectedRequest out;
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  X509_REQ* request = PEM_read_bio_X509_REQ(bio, nullptr, nullptr, nullptr);
+  BIO_free(bio);
+  if (request == nullptr) return out;
+  out.parsed = true;
+  out.subject_entries = X509_NAME_entry_count(X509_REQ_get_subject_name(request));
+  STACK_OF(X509_EXTENSION)* extensions = X509_REQ_get_extensions(request);
+  for (int i = 0; i < sk_X509_EXTENSION_num(extensions); ++i) {
+    X509_EXTENSION* extension = sk_X509_EXTENSION_value(extensions, i);
+    if (OBJ_obj2nid(X509_EXTENSION_get_object(extension)) != NID_subject_alt_name) continue;
+    out.san_critical = X509_EXTENSION_get_critical(extension) == 1;
+    auto* names = static_cast<GENERAL_NAMES*>(X509V3_EXT_d2i(extension));
+    for (int j = 0; j < sk_GENERAL_NAME_num(names); ++j) {
+      const GENERAL_NAME* name = sk_GENERAL_NAME_value(names, j);
+      if (name->type != GEN_URI) {
+        ++out.other_names;
+        continue;
+      }
+      const ASN1_IA5STRING* uri = name->d.uniformResourceIdentifier;
+      out.uris.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(uri)),
+                            ASN1_STRING_length(uri));
+    }
+    GENERAL_NAMES_free(names);
+  }
+  sk_X509_EXTENSION_pop_free(extensions, X509_EXTENSION_free);
+  EVP_PKEY* key = X509_REQ_get0_pubkey(request);
+  out.key_type = key != nullptr && EVP_PKEY_get_base_id(key) == EVP_PKEY_EC ? "EC" : "other";
+  out.key_bits = key != nullptr ? EVP_PKEY_get_bits(key) : 0;
+  X509_REQ_free(request);
+  return out;
+}
+
+// Whether the first certificate in a PEM file has extension `nid` marked
+// critical (false when it lacks it).
+bool ExtensionIsCritical(const std::string& path, int nid) {
+  FILE* file = fopen(path.c_str(), "r");
+  if (file == nullptr) return false;
+  X509* cert = PEM_read_X509(file, nullptr, nullptr, nullptr);
+  fclose(file);
+  if (cert == nullptr) return false;
+  const int index = X509_get_ext_by_NID(cert, nid, -1);
+  const bool critical = index >= 0 && X509_EXTENSION_get_critical(X509_get_ext(cert, index)) == 1;
+  X509_free(cert);
+  return critical;
+}
+
+// What every SVID this driver issues to KubeletPublishRequest's pod must be.
+void ExpectWebSvid(const std::string& dir, const std::string& ca_file = "ca.crt") {
+  InspectedCertificate cert = InspectCertificateFile(dir + "/tls.crt");
+  ASSERT_TRUE(cert.parsed) << dir;
+  EXPECT_THAT(cert.uris, ElementsAre(kWebIdentity));
+  EXPECT_TRUE(cert.dns_names.empty());
+  EXPECT_TRUE(cert.ip_addresses.empty());
+  EXPECT_TRUE(cert.emails.empty());
+  EXPECT_EQ(cert.subject, "");
+  EXPECT_FALSE(cert.is_ca);
+  EXPECT_EQ(cert.public_key_type, "EC");
+  EXPECT_EQ(cert.public_key_bits, 256);
+  EXPECT_EQ(cert.key_usage_bits & kDigitalSignatureBit, kDigitalSignatureBit);
+  EXPECT_EQ(cert.key_usage_bits & kKeyEnciphermentBit, 0u);
+  EXPECT_THAT(cert.extended_key_usages, UnorderedElementsAre("serverAuth", "clientAuth"));
+  // X.509-SVID 3.1 and 4.3: with no subject the SAN is critical; key usage always is.
+  EXPECT_TRUE(ExtensionIsCritical(dir + "/tls.crt", NID_subject_alt_name));
+  EXPECT_TRUE(ExtensionIsCritical(dir + "/tls.crt", NID_key_usage));
+  EXPECT_EQ(VerifyChainAt(dir + "/tls.crt", dir + "/" + ca_file, cert.not_before), "");
+  EXPECT_TRUE(KeyMatchesCertificate(dir + "/tls.key", dir + "/tls.crt"));
+  EXPECT_EQ(PemLabel(dir + "/tls.key"), "PRIVATE KEY");  // PKCS#8
+}
+
+class SpiffeDaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CERTMOUNT_REQUIRE_ROOT();
+    daemon_ = std::make_unique<Daemon>(dir_.path().string());
+    ASSERT_TRUE(daemon_->Start({std::string("--spiffe-trust-domain=") + kTrustDomain}))
+        << daemon_->log();
+  }
+
+  grpc::Status Publish(const std::string& volume_id, const std::string& target,
+                       const std::map<std::string, std::string>& attributes,
+                       const std::vector<std::string>& drop = {}) {
+    csi::v1::NodePublishVolumeRequest request =
+        KubeletPublishRequest(volume_id, target, attributes);
+    for (const std::string& key : drop) request.mutable_volume_context()->erase(key);
+    csi::v1::NodePublishVolumeResponse response;
+    return daemon_->node().NodePublishVolume(CallContext().get(), request, &response);
+  }
+
+  int Rows() {
+    SQLite::Database db(daemon_->data_root() + "/state.db", SQLite::OPEN_READONLY);
+    return db.execAndGet("SELECT count(*) FROM volumes").getInt();
+  }
+
+  void ExpectNothingWritten(const std::string& volume_id, const std::string& target) {
+    EXPECT_FALSE(IsMountPoint(target));
+    EXPECT_EQ(Rows(), 0);
+    EXPECT_FALSE(fs::exists(daemon_->data_root() + "/volumes/" + volume_id));
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+TEST_F(SpiffeDaemonTest, PublishMountsTheSvidOfThePodsServiceAccount) {
+  const std::string target = daemon_->PodTarget("pod-a");
+  grpc::Status status = Publish("csi-svid", target, {{"csi.cert-manager.io/issuer-name", "local"}});
+  ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << daemon_->log();
+  ASSERT_TRUE(IsMountPoint(target));
+  ExpectWebSvid(target);
+  InspectedCertificate cert = InspectCertificateFile(target + "/tls.crt");
+  EXPECT_EQ(cert.not_after - cert.not_before, 3600);  // 1h
+}
+
+TEST_F(SpiffeDaemonTest, HostileAttributesAreInvalidArgumentAndWriteNothing) {
+  const std::map<std::string, std::string> hostile = {
+      {"csi.cert-manager.io/uri-sans", "spiffe://example.org/ns/kube-system/sa/admin"},
+      {"csi.cert-manager.io/common-name", "admin"},
+      {"csi.cert-manager.io/is-ca", "true"},
+      {"csi.cert-manager.io/key-algorithm", "RSA"},
+  };
+  int n = 0;
+  for (const auto& [key, value] : hostile) {
+    const std::string volume_id = "csi-hostile-" + std::to_string(n);
+    const std::string target = daemon_->PodTarget("pod-h" + std::to_string(n++));
+    grpc::Status status =
+        Publish(volume_id, target, {{"csi.cert-manager.io/issuer-name", "local"}, {key, value}});
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << key;
+    EXPECT_THAT(status.error_message(), StartsWith(key));
+    ExpectNothingWritten(volume_id, target);
+  }
+}
+
+TEST_F(SpiffeDaemonTest, MissingPodInfoIsRefusedAndWritesNothing) {
+  for (const std::string entry :
+       {"csi.storage.k8s.io/serviceAccount.name", "csi.storage.k8s.io/pod.namespace"}) {
+    const std::string target = daemon_->PodTarget("pod-nopodinfo");
+    grpc::Status status =
+        Publish("csi-nopodinfo", target, {{"csi.cert-manager.io/issuer-name", "local"}}, {entry});
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << entry;
+    EXPECT_THAT(status.error_message(), HasSubstr(entry));
+    EXPECT_THAT(status.error_message(), HasSubstr("podInfoOnMount"));
+    ExpectNothingWritten("csi-nopodinfo", target);
+  }
+}
+
+TEST_F(SpiffeDaemonTest, RenewalKeepsTheIdentity) {
+  const std::string target = daemon_->PodTarget("pod-r");
+  grpc::Status status = Publish(
+      "csi-svid-renew", target,
+      {{"csi.cert-manager.io/issuer-name", "local"}, {"csi.cert-manager.io/duration", "3s"}});
+  ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << daemon_->log();
+  const std::string first = InspectCertificateFile(target + "/tls.crt").serial_hex;
+  ASSERT_FALSE(first.empty());
+
+  // Renewal is due two seconds in; wait (bounded) for the pod's view to change.
+  auto current_dir = [&] {
+    std::error_code error;
+    return (fs::path(target) / fs::read_symlink(fs::path(target) / "..data", error)).string();
+  };
+  std::string renewed_dir = current_dir();
+  for (int i = 0; i < 200; ++i) {
+    renewed_dir = current_dir();
+    if (InspectCertificateFile(renewed_dir + "/tls.crt").serial_hex != first) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_NE(InspectCertificateFile(renewed_dir + "/tls.crt").serial_hex, first) << daemon_->log();
+  ExpectWebSvid(renewed_dir);
+}
+
+// ---- cert-manager ------------------------------------------------------------------
+
+TEST(SpiffeCertManager, RequestCarriesTheIdentityInItsCsrAndAnnotation) {
+  CERTMOUNT_REQUIRE_ROOT();
+  TempDir dir;
+  FakeKubeApi api;
+  api.PutPod("default", "web-0", "0b5c1c8e-8f5e-4c4e-9d3a-2f9a4f0e6b11");
+  const std::string kubeconfig =
+      WriteKubeconfig(dir.Sub("kubeconfig"), api.url(), api.server_ca_pem());
+  Daemon daemon(dir.Sub("node"));
+  ASSERT_TRUE(daemon.Start({"--issuer=cert-manager", "--kubeconfig=" + kubeconfig,
+                            std::string("--spiffe-trust-domain=") + kTrustDomain}))
+      << daemon.log();
+  const std::string target = daemon.PodTarget("pod-cm");
+  csi::v1::NodePublishVolumeRequest request =
+      KubeletPublishRequest("csi-svid-cm", target,
+                            {{"csi.cert-manager.io/issuer-name", "spiffe-ca"},
+                             {"csi.cert-manager.io/issuer-kind", "ClusterIssuer"}});
+  csi::v1::NodePublishVolumeResponse response;
+  grpc::Status status = daemon.node().NodePublishVolume(CallContext().get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << daemon.log();
+
+  std::vector<json> posts = api.PostedBodies();
+  ASSERT_EQ(posts.size(), 1u);
+  const json& body = posts[0];
+  EXPECT_EQ(body["metadata"]["namespace"], "default");
+  EXPECT_EQ(body["metadata"]["annotations"],
+            json({{"spiffe.csi.cert-manager.io/identity", kWebIdentity}}));
+  EXPECT_EQ(body["spec"]["duration"], "1h0m0s");
+  EXPECT_EQ(body["spec"]["isCA"], false);
+  EXPECT_EQ(body["spec"]["usages"], json({"digital signature", "server auth", "client auth"}));
+  EXPECT_EQ(body["spec"]["issuerRef"],
+            json({{"name", "spiffe-ca"}, {"kind", "ClusterIssuer"}, {"group", "cert-manager.io"}}));
+
+  Result<std::string> csr = kube::Base64Decode(body["spec"]["request"].get<std::string>());
+  ASSERT_TRUE(csr.ok());
+  InspectedRequest inspected = InspectRequestPem(*csr);
+  ASSERT_TRUE(inspected.parsed);
+  EXPECT_THAT(inspected.uris, ElementsAre(kWebIdentity));
+  EXPECT_EQ(inspected.other_names, 0);
+  EXPECT_EQ(inspected.subject_entries, 0);
+  EXPECT_TRUE(inspected.san_critical);  // RFC 5280: an empty subject makes the SAN critical
+  EXPECT_EQ(inspected.key_type, "EC");
+  EXPECT_EQ(inspected.key_bits, 256);
+
+  ASSERT_TRUE(IsMountPoint(target));
+  ExpectWebSvid(target);
+}
+
+}  // namespace
+}  // namespace certmount::testing
