@@ -125,8 +125,10 @@ class RenewalSchedulerTest : public ::testing::Test {
     ASSERT_TRUE(ca.ok()) << ca.status().ToString();
     ca_ = std::move(*ca);
     issuer_ = std::make_unique<CountingIssuer>(ca_.get(), &clock_);
-    renewer_ = std::make_unique<Renewer>(RenewerOptions{data_root_, 60s}, issuer_.get(),
-                                         Env::Default(), &clock_);
+    RenewerOptions options;
+    options.data_root = data_root_;
+    options.timeout = 60s;
+    renewer_ = std::make_unique<Renewer>(options, issuer_.get(), Env::Default(), &clock_);
     ReopenStore();
   }
 
