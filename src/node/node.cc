@@ -249,7 +249,10 @@ Node::Renewing Node::StartRenewals(ScheduleLoaded /*loaded*/) {
       std::mutex mu;
       std::condition_variable_any wake;
       std::unique_lock lock(mu);
-      while (!wake.wait_for(lock, stop, options_.ca_reload_interval, [] { return false; })) {
+      for (;;) {
+        // Returns early only when stop is requested.
+        wake.wait_for(lock, stop, options_.ca_reload_interval, [] { return false; });
+        if (stop.stop_requested()) return;
         ReloadCa(false);
       }
     });
