@@ -271,16 +271,6 @@ const std::vector<Case> kCases = {
      .chain_with_ca = true},
 };
 
-// PEM certificates in `text`.
-size_t CountCertificates(const std::string& text) {
-  size_t count = 0;
-  for (size_t at = text.find("BEGIN CERTIFICATE"); at != std::string::npos;
-       at = text.find("BEGIN CERTIFICATE", at + 1)) {
-    ++count;
-  }
-  return count;
-}
-
 std::string Slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -311,8 +301,8 @@ std::string KeystoreCertificates(const std::string& path, const std::string& pas
 void ExpectKeystore(const Case& c, const std::string& target) {
   const std::string certificates =
       KeystoreCertificates(target + "/" + c.pkcs12->first, c.pkcs12->second, c.pkcs12_legacy);
-  EXPECT_EQ(CountCertificates(certificates),
-            CountCertificates(Slurp(target + "/" + c.certificate_file)))
+  EXPECT_EQ(CountPemCertificates(certificates),
+            CountPemCertificates(Slurp(target + "/" + c.certificate_file)))
       << certificates;
 }
 
@@ -441,7 +431,7 @@ TEST_P(CertManagerConformance, RequestsWhatCsiDriverWould) {
   if (c.pkcs12) {
     ExpectKeystore(c, target);
     if (c.chain_with_ca) {
-      EXPECT_EQ(CountCertificates(Slurp(target + "/" + c.certificate_file)), 2u);
+      EXPECT_EQ(CountPemCertificates(Slurp(target + "/" + c.certificate_file)), 2);
     }
   }
 }

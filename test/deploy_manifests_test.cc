@@ -659,7 +659,8 @@ TEST(DeployOverlays, LocalCaMountsTheSecretReadOnly) {
   Rendered rendered = Render("overlays/local-ca");
   YAML::Node daemonset = Find(rendered.resources, "DaemonSet");
   YAML::Node certmountd = Container(daemonset, "certmountd");
-  for (const auto& [flag, file] : {std::pair{"--ca-cert", "tls.crt"}, {"--ca-key", "tls.key"}}) {
+  for (const auto& [flag, file] :
+       {std::pair{"--ca-cert", "tls.crt"}, {"--ca-key", "tls.key"}, {"--ca-bundle", "ca.crt"}}) {
     std::optional<std::string> path = ArgValue(certmountd, flag);
     ASSERT_TRUE(path.has_value()) << flag;
     std::optional<MountOf> mount = FindMount(certmountd, *path);

@@ -49,7 +49,8 @@ TEST(Lifecycle, SighupAndSigpipeDoNotKillTheDaemon) {
   EXPECT_TRUE(daemon.identity().Probe(CallContext().get(), {}, &probe).ok()) << daemon.log();
   EXPECT_TRUE(daemon.running());
   EXPECT_EQ(daemon.Terminate(), 0) << daemon.log();
-  EXPECT_NE(daemon.log().find("received SIGHUP: ignored"), std::string::npos) << daemon.log();
+  EXPECT_NE(daemon.log().find("received SIGHUP: reloading the local CA files"), std::string::npos)
+      << daemon.log();
   EXPECT_FALSE(fs::exists(daemon.socket_path()));
 }
 

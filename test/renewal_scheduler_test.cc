@@ -50,6 +50,7 @@ class CountingIssuer final : public Issuer {
   CountingIssuer(Issuer* real, const Clock* clock) : real_(real), clock_(clock) {}
 
   std::string Name() const override { return "counting-ca"; }
+  std::string TrustBundlePem() const override { return real_->TrustBundlePem(); }
 
   Result<IssuedCertificate> Issue(const IssueInput& input,
                                   std::chrono::steady_clock::time_point deadline,
@@ -471,6 +472,81 @@ TEST_F(RenewalSchedulerTest, OnMountedSchedulesAPublishedVolume) {
   EXPECT_EQ(scheduler.DueAt("new"), t0 + 3);
   RunUntil(t0 + 3);
   EXPECT_THAT(issuer_->volumes(), ElementsAre("new"));
+}
+
+// The local CA switched to files holding `signer` and `bundle`.
+void ReloadCa(LocalCa& ca, const std::string& dir, const CaMaterial& signer,
+              const std::string& bundle) {
+  const LocalCaFiles files{dir + "/ca.crt", dir + "/ca.key", dir + "/bundle.crt"};
+  std::ofstream(files.cert, std::ios::trunc) << signer.certificate_pem;
+  std::ofstream(files.key, std::ios::trunc) << signer.private_key_pem;
+  std::ofstream(files.bundle, std::ios::trunc) << bundle;
+  Result<LocalCa::Change> change = ca.Reload(files, Env::Default());
+  ASSERT_TRUE(change.ok()) << change.status().ToString();
+  ASSERT_TRUE(change->any());
+}
+
+TEST_F(RenewalSchedulerTest, ANewTrustBundleRewritesEveryCaFileWithoutIssuing) {
+  const int64_t t0 = clock_.NowUnix();
+  std::map<std::string, std::string> certificates;
+  for (const char* id : {"a", "b", "c"}) {
+    AddVolume(id, t0 + 3600);
+    certificates[id] = ReadAll(CertPath(id));
+  }
+  RenewalScheduler& scheduler = MakeScheduler(SchedulerOptions{.issuer_qps = 1, .issuer_burst = 1});
+  ASSERT_TRUE(scheduler.Load().ok());
+  auto other = GenerateSelfSignedCa("other", 24h, clock_);
+  ASSERT_TRUE(other.ok());
+  // (The scheduler takes whatever bundle the issuer gives; that the signer
+  // changed too does not matter here.)
+  auto material = GenerateSelfSignedCa("scheduler test CA 2", 24h, clock_);
+  ASSERT_TRUE(material.ok());
+  const std::string new_bundle = material->certificate_pem + other->certificate_pem;
+  ReloadCa(*ca_, dir_.path().string(), *material, new_bundle);
+
+  scheduler.RequestForAll(VolumeRefresh::kTrustBundle);
+  EXPECT_EQ(scheduler.Stats().trust_bundle_pending, 3);
+  // All three at once, though the issuer allows one request a second: a
+  // bundle rewrite asks the issuer nothing.
+  EXPECT_EQ(RunAllDue(), 3);
+  EXPECT_TRUE(issuer_->volumes().empty());
+  for (const char* id : {"a", "b", "c"}) {
+    EXPECT_EQ(ReadAll(VolumeLayout::For(data_root_, id).data + "/ca.crt"), new_bundle) << id;
+    EXPECT_EQ(ReadAll(CertPath(id)), certificates[id]) << id;
+    EXPECT_EQ(scheduler.DueAt(id), t0 + 3600) << id;
+  }
+  EXPECT_EQ(scheduler.Stats().trust_bundle_pending, 0);
+}
+
+TEST_F(RenewalSchedulerTest, ANewSignerReissuesEveryVolumeAtTheIssuerRateUntilItSucceeds) {
+  const int64_t t0 = clock_.NowUnix();
+  for (const char* id : {"a", "b", "c", "d"}) AddVolume(id, t0 + 3600);
+  RenewalScheduler& scheduler = MakeScheduler(SchedulerOptions{.issuer_qps = 1, .issuer_burst = 1});
+  ASSERT_TRUE(scheduler.Load().ok());
+  auto material = GenerateSelfSignedCa("next CA", 24h, clock_);
+  ASSERT_TRUE(material.ok());
+  ReloadCa(*ca_, dir_.path().string(), *material, material->certificate_pem);
+
+  issuer_->set_failing(true);
+  scheduler.RequestForAll(VolumeRefresh::kReissue);
+  EXPECT_EQ(scheduler.Stats().reissue_pending, 4);
+  RunUntil(t0 + 10);
+  // Failures back off and stay owed.
+  EXPECT_EQ(scheduler.Stats().reissue_pending, 4);
+  for (const char* id : {"a", "b", "c", "d"}) {
+    ASSERT_TRUE(scheduler.DueAt(id).has_value());
+    EXPECT_LT(*scheduler.DueAt(id), t0 + 3600) << id;
+  }
+  issuer_->set_failing(false);
+  RunUntil(t0 + 400);
+  EXPECT_EQ(scheduler.Stats().reissue_pending, 0);
+  for (const char* id : {"a", "b", "c", "d"}) {
+    EXPECT_TRUE(ca_->SignedByCurrentCa(ReadAll(CertPath(id)))) << id;
+    EXPECT_EQ(ReadAll(VolumeLayout::For(data_root_, id).data + "/ca.crt"),
+              material->certificate_pem);
+  }
+  // At most one request a second reached the issuer.
+  for (const auto& [second, count] : issuer_->per_second()) EXPECT_LE(count, 1) << second;
 }
 
 class OverdueSpreadTest : public RenewalSchedulerTest {

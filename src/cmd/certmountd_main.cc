@@ -33,6 +33,8 @@ struct Flags {
   std::string issuer = "local-ca";
   std::string ca_cert;
   std::string ca_key;
+  std::string ca_bundle;
+  std::string ca_reload_interval = "5s";
   std::string publish_timeout = "60s";
   std::string shutdown_grace = "10s";
   bool mount_tmpfs = true;
@@ -94,6 +96,12 @@ void AddIssuerFlags(CLI::App& app, Flags& flags) {
                  "spiffe://<domain>/ns/<namespace>/sa/<service account> (docs/attributes.md)");
   app.add_option("--ca-cert", flags.ca_cert, "local CA certificate PEM (default: generated)");
   app.add_option("--ca-key", flags.ca_key, "local CA private key PEM");
+  app.add_option("--ca-bundle", flags.ca_bundle,
+                 "PEM CA certificates every volume's ca.crt holds; must contain the signing CA "
+                 "(default: the signing CA alone; docs/ca-rotation.md)");
+  app.add_option("--ca-reload-interval", flags.ca_reload_interval,
+                 "how often the local CA files are checked for changes (SIGHUP checks at once)")
+      ->capture_default_str();
 }
 
 void AddTimingFlags(CLI::App& app, Flags& flags) {
@@ -167,8 +175,10 @@ bool ParseDurations(const Flags& flags, NodeOptions& options) {
       ParseFlagDuration("--renewal-backoff-initial", flags.renewal_backoff_initial);
   Result<std::chrono::milliseconds> backoff_max =
       ParseFlagDuration("--renewal-backoff-max", flags.renewal_backoff_max);
+  Result<std::chrono::milliseconds> ca_reload =
+      ParseFlagDuration("--ca-reload-interval", flags.ca_reload_interval);
   for (const Status* s : {&publish_timeout.status(), &grace.status(), &backoff_initial.status(),
-                          &backoff_max.status()}) {
+                          &backoff_max.status(), &ca_reload.status()}) {
     if (!s->ok()) return UsageError(s->message());
   }
   if (*backoff_initial < std::chrono::seconds(1) || *backoff_max < *backoff_initial) {
@@ -177,6 +187,7 @@ bool ParseDurations(const Flags& flags, NodeOptions& options) {
   }
   options.publish_timeout = *publish_timeout;
   options.shutdown_grace = *grace;
+  options.ca_reload_interval = *ca_reload;
   options.scheduler.backoff.initial =
       std::chrono::duration_cast<std::chrono::seconds>(*backoff_initial);
   options.scheduler.backoff.max = std::chrono::duration_cast<std::chrono::seconds>(*backoff_max);
@@ -196,6 +207,9 @@ bool ParseIssuerAndMetrics(const Flags& flags, NodeOptions& options) {
   }
   if (flags.ca_cert.empty() != flags.ca_key.empty()) {
     return UsageError("--ca-cert and --ca-key go together");
+  }
+  if (!flags.ca_bundle.empty() && flags.issuer != "local-ca") {
+    return UsageError("--ca-bundle is for --issuer local-ca");
   }
   options.issuer = flags.issuer == "cert-manager" ? IssuerKind::kCertManager : IssuerKind::kLocalCa;
   return true;
@@ -222,6 +236,7 @@ std::optional<NodeOptions> ToNodeOptions(const Flags& flags) {
   options.target_root = flags.target_root;
   options.ca_cert = flags.ca_cert;
   options.ca_key = flags.ca_key;
+  options.ca_bundle = flags.ca_bundle;
   options.kubeconfig = flags.kubeconfig;
   options.kube_api_qps = flags.kube_api_qps;
   options.kube_api_burst = flags.kube_api_burst;
@@ -257,15 +272,16 @@ sigset_t BlockShutdownSignals() {
   return set;
 }
 
-// Waits for SIGTERM or SIGINT. SIGHUP, which a terminal closing or an admin's
-// habit of "reload" sends, is logged and otherwise ignored: certmountd reads
-// its flags only at start, and dying on it would strand every publish.
-int WaitForShutdownSignal(const sigset_t& signals) {
+// Waits for SIGTERM or SIGINT. SIGHUP, an admin's "reload", re-reads the
+// local CA files (Node::ReloadCa) and nothing else: flags are read only at
+// start. It never ends the daemon, which would strand every publish.
+int WaitForShutdownSignal(const sigset_t& signals, Node& node) {
   for (;;) {
     int signal_number = 0;
     if (sigwait(&signals, &signal_number) != 0) continue;
     if (signal_number != SIGHUP) return signal_number;
-    spdlog::info("received SIGHUP: ignored (flags are read only at start; restart to change them)");
+    spdlog::info("received SIGHUP: reloading the local CA files (flags are read only at start)");
+    node.ReloadCa(true);
   }
 }
 
@@ -281,7 +297,7 @@ int RunNode(NodeOptions options, const sigset_t& shutdown_signals) {
   Node::Renewing renewing = (*node)->StartRenewals(std::move(*loaded));
   if (!(*node)->Serve(renewing).ok()) return kExitFailure;
 
-  const int signal_number = WaitForShutdownSignal(shutdown_signals);
+  const int signal_number = WaitForShutdownSignal(shutdown_signals, **node);
   spdlog::info("received {}, shutting down", strsignal(signal_number));
   (*node)->Shutdown();
   return 0;

@@ -88,6 +88,12 @@ std::vector<prometheus::MetricFamily> StateCollector::Collect() const {
       GaugeSnapshot("certmount_issuer_rate_limit_wait_seconds",
                     "Total time renewals waited for the issuer token bucket, since start.", {},
                     {{{}, stats.rate_limit_wait_seconds}}),
+      GaugeSnapshot("certmount_ca_refresh_pending_volumes",
+                    "Volumes still owed the work of a local CA change: a re-issue from the new "
+                    "signing CA (reissue) or a rewritten ca.crt (trust_bundle).",
+                    {"work"},
+                    {{{"reissue"}, static_cast<double>(stats.reissue_pending)},
+                     {{"trust_bundle"}, static_cast<double>(stats.trust_bundle_pending)}}),
   };
   std::optional<std::vector<prometheus::MetricFamily>> read = StoreFamilies();
   std::lock_guard lock(last_mu_);

@@ -67,6 +67,11 @@ class Issuer {
     return {};
   }
 
+  // The CA bundle that new issuances return as ca_pem, when the signer
+  // knows it without issuing (the local CA); empty otherwise. Lets the
+  // driver refresh ca.crt in every volume when the bundle changes.
+  virtual std::string TrustBundlePem() const { return {}; }
+
   // Signs `input.csr_pem` per `*input.spec`. Returns within `deadline` or
   // with DEADLINE_EXCEEDED; returns CANCELLED soon after `stop` is requested.
   // A signer that cannot be reached is UNAVAILABLE; a request it refuses is

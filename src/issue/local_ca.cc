@@ -267,8 +267,6 @@ Status CheckStillWanted(const Clock& clock, std::chrono::steady_clock::time_poin
 
 }  // namespace
 
-void LocalCa::X509Free::operator()(X509* cert) const { X509_free(cert); }
-
 Result<CaMaterial> GenerateSelfSignedCa(const std::string& common_name,
                                         std::chrono::seconds lifetime, const Clock& clock) {
   if (lifetime.count() <= 0) return Status::InvalidArgument("CA lifetime must be positive");
@@ -298,58 +296,211 @@ Result<CaMaterial> GenerateSelfSignedCa(const std::string& common_name,
   return material;
 }
 
-LocalCa::LocalCa(ConstructionKey<LocalCa>, std::unique_ptr<X509, X509Free> certificate,
-                 PrivateKey key, std::string certificate_pem, int64_t not_after, const Clock& clock)
-    : certificate_(std::move(certificate)),
-      key_(std::move(key)),
-      certificate_pem_(std::move(certificate_pem)),
-      not_after_(not_after),
-      clock_(clock) {}
+struct LocalCa::Signer {
+  X509Ptr certificate;
+  PrivateKey key;
+  std::string certificate_pem;  // normalised
+  int64_t not_after = 0;
+  std::string bundle_pem;  // what Issue returns as ca_pem
+};
 
-LocalCa::~LocalCa() = default;
+namespace {
 
-Result<std::unique_ptr<LocalCa>> LocalCa::FromPem(const std::string& cert_pem,
-                                                  const std::string& key_pem, const Clock& clock) {
-  return Load(cert_pem, "CA certificate", key_pem, "CA key", clock);
+X509Ptr ReadCertificate(const std::string& pem) {
+  BioPtr bio = MemoryBio(pem.data(), pem.size());
+  return X509Ptr(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
 }
 
-Result<std::unique_ptr<LocalCa>> LocalCa::Load(const std::string& cert_pem,
-                                               const std::string& cert_name,
-                                               const std::string& key_pem,
-                                               const std::string& key_name, const Clock& clock) {
-  BioPtr bio = MemoryBio(cert_pem.data(), cert_pem.size());
-  std::unique_ptr<X509, X509Free> cert(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)
-                                           : nullptr);
-  if (cert == nullptr) {
-    return Status::InvalidArgument(OpensslFailure(cert_name + ": not a PEM certificate"));
-  }
-  Result<PrivateKey> key = PrivateKey::FromPem(key_pem);
-  if (!key.ok()) return key.status().WithContext(key_name);
+bool IsCa(X509* cert) {
   // Reading the flags also caches the parsed extensions inside the X509, so
   // concurrent Issue calls only ever read it.
-  if ((X509_get_extension_flags(cert.get()) & EXFLAG_CA) == 0) {
-    DrainOpensslErrors();
-    return Status::FailedPrecondition(cert_name +
+  const bool ca = (X509_get_extension_flags(cert) & EXFLAG_CA) != 0;
+  DrainOpensslErrors();
+  return ca;
+}
+
+// Names for messages: the files' paths, or what FromPem calls its inputs.
+struct PemNames {
+  std::string cert = "CA certificate";
+  std::string key = "CA key";
+  std::string bundle = "CA bundle";
+};
+
+// A signer from PEM text; `bundle_pem` empty: the bundle is the certificate.
+Result<std::shared_ptr<const LocalCa::Signer>> LoadSigner(const std::string& cert_pem,
+                                                          const std::string& key_pem,
+                                                          const std::string& bundle_pem,
+                                                          const PemNames& names) {
+  X509Ptr cert = ReadCertificate(cert_pem);
+  if (cert == nullptr) {
+    return Status::InvalidArgument(OpensslFailure(names.cert + ": not a PEM certificate"));
+  }
+  Result<PrivateKey> key = PrivateKey::FromPem(key_pem);
+  if (!key.ok()) return key.status().WithContext(names.key);
+  if (!IsCa(cert.get())) {
+    return Status::FailedPrecondition(names.cert +
                                       ": certificate is not a CA (needs basicConstraints CA:TRUE)");
   }
   if (EVP_PKEY_eq(X509_get0_pubkey(cert.get()), key->get()) != 1) {
     DrainOpensslErrors();
-    return Status::FailedPrecondition(key_name + ": key does not match the CA certificate " +
-                                      cert_name);
+    return Status::FailedPrecondition(names.key + ": key does not match the CA certificate " +
+                                      names.cert);
   }
   Result<int64_t> not_after = UnixTime(X509_get0_notAfter(cert.get()));
-  if (!not_after.ok()) return not_after.status().WithContext(cert_name);
+  if (!not_after.ok()) return not_after.status().WithContext(names.cert);
   CERTMOUNT_ASSIGN_OR_RETURN(std::string normalized_pem, CertificatePem(cert.get()));
-  return std::make_unique<LocalCa>(ConstructionKey<LocalCa>(), std::move(cert), std::move(*key),
-                                   std::move(normalized_pem), *not_after, clock);
+  std::string bundle = normalized_pem;
+  if (!bundle_pem.empty()) {
+    CERTMOUNT_ASSIGN_OR_RETURN(bundle,
+                               ValidateTrustBundle(bundle_pem, names.bundle, normalized_pem));
+  }
+  return std::make_shared<const LocalCa::Signer>(LocalCa::Signer{
+      std::move(cert), std::move(*key), std::move(normalized_pem), *not_after, std::move(bundle)});
+}
+
+Result<std::shared_ptr<const LocalCa::Signer>> LoadSignerFiles(const LocalCaFiles& files,
+                                                               Env* env) {
+  CERTMOUNT_ASSIGN_OR_RETURN(std::string cert_pem, ReadCaFile(files.cert, env));
+  CERTMOUNT_ASSIGN_OR_RETURN(std::string key_pem, ReadCaFile(files.key, env));
+  std::string bundle_pem;
+  // A bundle file that does not exist is the signing CA alone: a
+  // kubernetes.io/tls Secret carries ca.crt only when the admin adds it.
+  if (!files.bundle.empty() && env->Stat(files.bundle).status().code() != Code::kNotFound) {
+    CERTMOUNT_ASSIGN_OR_RETURN(bundle_pem, ReadCaFile(files.bundle, env));
+    if (bundle_pem.empty()) {
+      return Status::InvalidArgument(files.bundle + ": empty CA bundle");
+    }
+  }
+  return LoadSigner(cert_pem, key_pem, bundle_pem, PemNames{files.cert, files.key, files.bundle});
+}
+
+// One PEM block of a bundle, read with its type name.
+struct PemBlock {
+  std::string name;
+  std::string der;
+};
+
+}  // namespace
+
+Result<std::string> ValidateTrustBundle(const std::string& bundle_pem,
+                                        const std::string& bundle_name,
+                                        const std::string& signing_cert_pem) {
+  if (bundle_pem.size() > kMaxTrustBundleBytes) {
+    return Status::InvalidArgument(bundle_name + ": CA bundle is larger than " +
+                                   std::to_string(kMaxTrustBundleBytes) + " bytes");
+  }
+  X509Ptr signing = ReadCertificate(signing_cert_pem);
+  if (signing == nullptr) return Status::InvalidArgument("signing CA certificate does not parse");
+  BioPtr bio = MemoryBio(bundle_pem.data(), bundle_pem.size());
+  if (bio == nullptr) return Status::Internal(OpensslFailure("cannot allocate BIO"));
+  std::string normalized;
+  std::vector<std::string> seen;
+  bool has_signer = false;
+  for (int index = 1;; ++index) {
+    char* name = nullptr;
+    char* header = nullptr;
+    unsigned char* data = nullptr;
+    long length = 0;
+    if (PEM_read_bio(bio.get(), &name, &header, &data, &length) != 1) break;
+    PemBlock block{name, std::string(reinterpret_cast<char*>(data), static_cast<size_t>(length))};
+    OPENSSL_free(name);
+    OPENSSL_free(header);
+    OPENSSL_free(data);
+    const std::string where = bundle_name + ": block " + std::to_string(index);
+    if (block.name != "CERTIFICATE") {
+      return Status::InvalidArgument(where + " is a \"" + block.name.substr(0, 64) +
+                                     "\", not a CERTIFICATE");
+    }
+    if (static_cast<int>(seen.size()) >= kMaxTrustBundleCertificates) {
+      return Status::InvalidArgument(bundle_name + ": more than " +
+                                     std::to_string(kMaxTrustBundleCertificates) + " certificates");
+    }
+    const unsigned char* cursor = reinterpret_cast<const unsigned char*>(block.der.data());
+    X509Ptr cert(d2i_X509(nullptr, &cursor, static_cast<long>(block.der.size())));
+    if (cert == nullptr) {
+      return Status::InvalidArgument(OpensslFailure(where + " is not a valid certificate"));
+    }
+    if (!IsCa(cert.get())) {
+      return Status::InvalidArgument(where +
+                                     " is not a CA certificate (needs basicConstraints "
+                                     "CA:TRUE)");
+    }
+    if (std::find(seen.begin(), seen.end(), block.der) != seen.end()) continue;
+    seen.push_back(block.der);
+    if (X509_cmp(cert.get(), signing.get()) == 0) has_signer = true;
+    CERTMOUNT_ASSIGN_OR_RETURN(std::string pem, CertificatePem(cert.get()));
+    normalized += pem;
+  }
+  DrainOpensslErrors();  // the read that ends the loop leaves "no start line"
+  if (seen.empty()) {
+    return Status::InvalidArgument(bundle_name + ": no PEM certificate in the CA bundle");
+  }
+  if (!has_signer) {
+    return Status::InvalidArgument(bundle_name +
+                                   ": the signing CA certificate is not in the CA bundle (pods "
+                                   "could not verify the certificates it signs)");
+  }
+  return normalized;
+}
+
+LocalCa::LocalCa(ConstructionKey<LocalCa>, std::shared_ptr<const Signer> signer, const Clock& clock)
+    : signer_(std::move(signer)), clock_(clock) {}
+
+LocalCa::~LocalCa() = default;
+
+std::shared_ptr<const LocalCa::Signer> LocalCa::current() const {
+  std::lock_guard lock(mu_);
+  return signer_;
+}
+
+std::string LocalCa::TrustBundlePem() const { return current()->bundle_pem; }
+std::string LocalCa::certificate_pem() const { return current()->certificate_pem; }
+
+bool LocalCa::BundleHasOtherCas() const {
+  const std::shared_ptr<const Signer> signer = current();
+  return signer->bundle_pem != signer->certificate_pem;
+}
+
+bool LocalCa::SignedByCurrentCa(const std::string& chain_pem) const {
+  const std::shared_ptr<const Signer> signer = current();
+  X509Ptr leaf = ReadCertificate(chain_pem);
+  const bool signed_by = leaf != nullptr &&
+                         X509_check_issued(signer->certificate.get(), leaf.get()) == X509_V_OK &&
+                         X509_verify(leaf.get(), X509_get0_pubkey(signer->certificate.get())) == 1;
+  DrainOpensslErrors();
+  return signed_by;
+}
+int64_t LocalCa::not_after() const { return current()->not_after; }
+
+Result<std::unique_ptr<LocalCa>> LocalCa::FromPem(const std::string& cert_pem,
+                                                  const std::string& key_pem, const Clock& clock) {
+  CERTMOUNT_ASSIGN_OR_RETURN(std::shared_ptr<const Signer> signer,
+                             LoadSigner(cert_pem, key_pem, "", PemNames{}));
+  return std::make_unique<LocalCa>(ConstructionKey<LocalCa>(), std::move(signer), clock);
 }
 
 Result<std::unique_ptr<LocalCa>> LocalCa::FromFiles(const std::string& cert_path,
                                                     const std::string& key_path, const Clock& clock,
                                                     Env* env) {
-  CERTMOUNT_ASSIGN_OR_RETURN(std::string cert_pem, ReadCaFile(cert_path, env));
-  CERTMOUNT_ASSIGN_OR_RETURN(std::string key_pem, ReadCaFile(key_path, env));
-  return Load(cert_pem, cert_path, key_pem, key_path, clock);
+  return FromFiles(LocalCaFiles{cert_path, key_path, ""}, clock, env);
+}
+
+Result<std::unique_ptr<LocalCa>> LocalCa::FromFiles(const LocalCaFiles& files, const Clock& clock,
+                                                    Env* env) {
+  CERTMOUNT_ASSIGN_OR_RETURN(std::shared_ptr<const Signer> signer, LoadSignerFiles(files, env));
+  return std::make_unique<LocalCa>(ConstructionKey<LocalCa>(), std::move(signer), clock);
+}
+
+Result<LocalCa::Change> LocalCa::Reload(const LocalCaFiles& files, Env* env) {
+  CERTMOUNT_ASSIGN_OR_RETURN(std::shared_ptr<const Signer> loaded, LoadSignerFiles(files, env));
+  std::lock_guard lock(mu_);
+  Change change;
+  change.signer = loaded->certificate_pem != signer_->certificate_pem ||
+                  EVP_PKEY_eq(loaded->key.get(), signer_->key.get()) != 1;
+  DrainOpensslErrors();
+  change.bundle = loaded->bundle_pem != signer_->bundle_pem;
+  if (change.any()) signer_ = std::move(loaded);
+  return change;
 }
 
 Result<std::unique_ptr<LocalCa>> LocalCa::LoadOrCreate(const std::string& dir, const Clock& clock,
@@ -361,7 +512,7 @@ Result<std::unique_ptr<LocalCa>> LocalCa::LoadOrCreate(const std::string& dir, c
       return Status::FailedPrecondition(cert_path + " exists but " + key_path +
                                         " does not; restore the key or remove both");
     }
-    return FromFiles(cert_path, key_path, clock, env);
+    return FromFiles(LocalCaFiles{cert_path, key_path, ""}, clock, env);
   }
   CERTMOUNT_RETURN_IF_ERROR(env->CreateDirectories(dir, 0700));
   CERTMOUNT_ASSIGN_OR_RETURN(CaMaterial material,
@@ -369,7 +520,10 @@ Result<std::unique_ptr<LocalCa>> LocalCa::LoadOrCreate(const std::string& dir, c
   // Key first: a ca.crt on disk always has its key next to it.
   CERTMOUNT_RETURN_IF_ERROR(env->ReplaceFile(key_path, material.private_key_pem, 0600));
   CERTMOUNT_RETURN_IF_ERROR(env->ReplaceFile(cert_path, material.certificate_pem, 0644));
-  return Load(material.certificate_pem, cert_path, material.private_key_pem, key_path, clock);
+  CERTMOUNT_ASSIGN_OR_RETURN(std::shared_ptr<const Signer> signer,
+                             LoadSigner(material.certificate_pem, material.private_key_pem, "",
+                                        PemNames{cert_path, key_path, ""}));
+  return std::make_unique<LocalCa>(ConstructionKey<LocalCa>(), std::move(signer), clock);
 }
 
 Result<IssuedCertificate> LocalCa::Issue(const IssueInput& input,
@@ -384,16 +538,19 @@ Result<IssuedCertificate> LocalCa::Issue(const IssueInput& input,
   CERTMOUNT_ASSIGN_OR_RETURN(Usages usages, ParseUsages(spec.usages, spec.is_ca));
   CERTMOUNT_ASSIGN_OR_RETURN(X509ReqPtr request, ParseCsr(input.csr_pem));
 
+  // The signer at the start of this issuance signs it, whatever a reload
+  // does meanwhile.
+  const std::shared_ptr<const Signer> signer = current();
   const int64_t now = clock_.NowUnix();
-  if (now >= not_after_) return Status::FailedPrecondition("the local CA has expired");
+  if (now >= signer->not_after) return Status::FailedPrecondition("the local CA has expired");
   // X.509 times have whole seconds; a fractional duration ("1.5s") rounds up
   // so that a sub-second one still yields a certificate valid for a moment.
   const int64_t lifetime = std::chrono::ceil<std::chrono::seconds>(spec.duration).count();
-  const int64_t not_after = std::min(now + lifetime, not_after_);
+  const int64_t not_after = std::min(now + lifetime, signer->not_after);
 
   X509Ptr cert(X509_new());
   if (cert == nullptr || X509_set_version(cert.get(), X509_VERSION_3) != 1 ||
-      X509_set_issuer_name(cert.get(), X509_get_subject_name(certificate_.get())) != 1 ||
+      X509_set_issuer_name(cert.get(), X509_get_subject_name(signer->certificate.get())) != 1 ||
       X509_set_subject_name(cert.get(), X509_REQ_get_subject_name(request.get())) != 1) {
     return Status::Internal(OpensslFailure("cannot build certificate"));
   }
@@ -404,15 +561,15 @@ Result<IssuedCertificate> LocalCa::Issue(const IssueInput& input,
   CERTMOUNT_RETURN_IF_ERROR(AddKeyUsage(cert.get(), usages.key_usage_bits));
   CERTMOUNT_RETURN_IF_ERROR(AddExtendedKeyUsage(cert.get(), usages.extended_nids));
   CERTMOUNT_RETURN_IF_ERROR(CopySubjectAltName(request.get(), cert.get()));
-  CERTMOUNT_RETURN_IF_ERROR(AddKeyIdentifiers(cert.get(), certificate_.get()));
+  CERTMOUNT_RETURN_IF_ERROR(AddKeyIdentifiers(cert.get(), signer->certificate.get()));
 
   CERTMOUNT_RETURN_IF_ERROR(CheckStillWanted(clock_, deadline, stop));
-  if (X509_sign(cert.get(), key_.get(), key_.SigningDigest()) <= 0) {
+  if (X509_sign(cert.get(), signer->key.get(), signer->key.SigningDigest()) <= 0) {
     return Status::Internal(OpensslFailure("cannot sign certificate"));
   }
   IssuedCertificate issued;
   CERTMOUNT_ASSIGN_OR_RETURN(issued.certificate_chain_pem, CertificatePem(cert.get()));
-  issued.ca_pem = certificate_pem_;
+  issued.ca_pem = signer->bundle_pem;
   CERTMOUNT_ASSIGN_OR_RETURN(issued.leaf, DescribeCertificate(cert.get()));
   return issued;
 }

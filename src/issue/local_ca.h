@@ -4,7 +4,9 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
+#include <mutex>
 #include <stop_token>
 #include <string>
 
@@ -30,6 +32,31 @@ struct CaMaterial {
 Result<CaMaterial> GenerateSelfSignedCa(const std::string& common_name,
                                         std::chrono::seconds lifetime, const Clock& clock);
 
+// Where a local CA's PEM files are. `bundle` empty, or naming a file that does
+// not exist: the trust bundle is the signing CA alone.
+struct LocalCaFiles {
+  std::string cert;
+  std::string key;
+  std::string bundle;
+};
+
+// Bounds on a trust bundle (docs/ca-rotation.md): an admin's file, read on
+// every change, must not make the driver parse or copy into every volume
+// something unbounded.
+constexpr size_t kMaxTrustBundleBytes = 256 * 1024;
+constexpr int kMaxTrustBundleCertificates = 32;
+
+// Checks `bundle_pem` (named `bundle_name` in messages) as a trust bundle for
+// a CA that signs with `signing_cert_pem`: at most kMaxTrustBundleBytes and
+// kMaxTrustBundleCertificates; only CERTIFICATE PEM blocks, each a CA
+// (basicConstraints CA:TRUE); the signing certificate among them. Returns
+// the bundle re-encoded (one PEM block per certificate, in file order,
+// duplicates dropped). INVALID_ARGUMENT naming the bundle and the offending
+// block otherwise.
+Result<std::string> ValidateTrustBundle(const std::string& bundle_pem,
+                                        const std::string& bundle_name,
+                                        const std::string& signing_cert_pem);
+
 class LocalCa final : public Issuer {
  public:
   // The CA made by LoadOrCreate lives this long.
@@ -45,9 +72,29 @@ class LocalCa final : public Issuer {
                                                     const std::string& key_path, const Clock& clock,
                                                     Env* env);
 
+  // FromFiles plus, when files.bundle is set, the trust bundle read from it
+  // and checked by ValidateTrustBundle (its errors are INVALID_ARGUMENT;
+  // an unreadable bundle FAILED_PRECONDITION).
+  static Result<std::unique_ptr<LocalCa>> FromFiles(const LocalCaFiles& files, const Clock& clock,
+                                                    Env* env);
+
   // Same checks as FromFiles, on PEM text.
   static Result<std::unique_ptr<LocalCa>> FromPem(const std::string& cert_pem,
                                                   const std::string& key_pem, const Clock& clock);
+
+  // What Reload changed.
+  struct Change {
+    bool signer = false;  // another signing certificate or key
+    bool bundle = false;  // another trust bundle (a new signer usually brings one)
+    bool any() const { return signer || bundle; }
+  };
+
+  // Reads `files` again with every check of FromFiles and, only when all
+  // pass, switches to them: issuances that start afterwards sign with the
+  // new key and return the new bundle; running ones finish with the old.
+  // On any error nothing changes (the working signer stays) and the error
+  // is returned. Thread-safe.
+  Result<Change> Reload(const LocalCaFiles& files, Env* env);
 
   // Loads dir/ca.crt + dir/ca.key (FromFiles) when ca.crt exists; otherwise
   // creates dir (Env::CreateDirectories, 0700), generates a CA
@@ -79,32 +126,35 @@ class LocalCa final : public Issuer {
                                   std::chrono::steady_clock::time_point deadline,
                                   std::stop_token stop) override;
 
-  // The CA certificate, PEM; what Issue returns as ca_pem.
-  const std::string& certificate_pem() const { return certificate_pem_; }
-  // The CA certificate's notAfter, unix seconds.
-  int64_t not_after() const { return not_after_; }
+  // The trust bundle every issuance now returns as ca_pem.
+  std::string TrustBundlePem() const override;
 
- private:
-  struct X509Free {
-    void operator()(X509* cert) const;
-  };
+  // Whether the trust bundle holds CAs besides the signing one (a rotation
+  // may be under way: docs/ca-rotation.md).
+  bool BundleHasOtherCas() const;
 
-  // FromPem with the names messages use for the two inputs.
-  static Result<std::unique_ptr<LocalCa>> Load(const std::string& cert_pem,
-                                               const std::string& cert_name,
-                                               const std::string& key_pem,
-                                               const std::string& key_name, const Clock& clock);
+  // Whether the first certificate of `chain_pem` was signed by the current
+  // signing CA (its issuer name and signature); false for anything else,
+  // including text that does not parse.
+  bool SignedByCurrentCa(const std::string& chain_pem) const;
 
- public:
+  // The signing CA certificate, PEM.
+  std::string certificate_pem() const;
+  // The signing CA certificate's notAfter, unix seconds.
+  int64_t not_after() const;
+
+  // One signing certificate, its key and the bundle that goes with them;
+  // immutable, shared by the issuances that started with it.
+  struct Signer;
+
   // For the factories above only.
-  LocalCa(ConstructionKey<LocalCa>, std::unique_ptr<X509, X509Free> certificate, PrivateKey key,
-          std::string certificate_pem, int64_t not_after, const Clock& clock);
+  LocalCa(ConstructionKey<LocalCa>, std::shared_ptr<const Signer> signer, const Clock& clock);
 
  private:
-  const std::unique_ptr<X509, X509Free> certificate_;
-  const PrivateKey key_;
-  const std::string certificate_pem_;
-  const int64_t not_after_;
+  std::shared_ptr<const Signer> current() const;
+
+  mutable std::mutex mu_;
+  std::shared_ptr<const Signer> signer_;  // guarded by mu_
   const Clock& clock_;
 };
 

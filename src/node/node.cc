@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <condition_variable>
+
 #include "csi/endpoint.h"
 #include "csi/rpc_log.h"
 #include "issue/cert_manager_issuer.h"
@@ -54,13 +56,22 @@ Result<std::unique_ptr<Issuer>> MakeCertManagerIssuer(const NodeOptions& options
       std::shared_ptr<kube::Client>(std::move(client)), issuer_options));
 }
 
-Result<std::unique_ptr<Issuer>> MakeLocalCa(const NodeOptions& options, const Clock& clock,
-                                            Env* env) {
-  Result<std::unique_ptr<LocalCa>> ca =
-      options.ca_cert.empty() ? LocalCa::LoadOrCreate(options.data_root + "/ca", clock, env)
-                              : LocalCa::FromFiles(options.ca_cert, options.ca_key, clock, env);
-  if (!ca.ok()) return ca.status();
-  return std::unique_ptr<Issuer>(std::move(*ca));
+// The local CA's files: --ca-cert/--ca-key, else the generated pair under
+// <data_root>/ca; --ca-bundle either way.
+LocalCaFiles LocalCaPaths(const NodeOptions& options) {
+  if (options.ca_cert.empty()) {
+    return {options.data_root + "/ca/ca.crt", options.data_root + "/ca/ca.key", options.ca_bundle};
+  }
+  return {options.ca_cert, options.ca_key, options.ca_bundle};
+}
+
+Result<std::unique_ptr<LocalCa>> MakeLocalCa(const NodeOptions& options, const Clock& clock,
+                                             Env* env) {
+  if (options.ca_cert.empty()) {
+    CERTMOUNT_RETURN_IF_ERROR(
+        LocalCa::LoadOrCreate(options.data_root + "/ca", clock, env).status());
+  }
+  return LocalCa::FromFiles(LocalCaPaths(options), clock, env);
 }
 
 // Logs `status` as `what: <status>` and returns it.
@@ -73,6 +84,8 @@ Status Failed(const char* what, const Status& status) {
 
 Node::Node(ConstructionKey<Node> /*key*/, NodeOptions options) : options_(std::move(options)) {
   options_.scheduler.history_limit = options_.history_limit;
+  options_.scheduler.refresh_window_seconds =
+      std::chrono::ceil<std::chrono::seconds>(options_.publish_timeout).count() + 1;
 }
 
 Result<std::unique_ptr<Node>> Node::Open(NodeOptions options) {
@@ -121,15 +134,17 @@ Status Node::OpenState() {
 }
 
 Status Node::OpenIssuer() {
-  const bool cert_manager = options_.issuer == IssuerKind::kCertManager;
-  Result<std::unique_ptr<Issuer>> issuer =
-      cert_manager ? MakeCertManagerIssuer(options_) : MakeLocalCa(options_, clock_, env_);
-  if (!issuer.ok()) {
-    return Failed(
-        cert_manager ? "cannot set up the cert-manager issuer" : "cannot set up the local CA",
-        issuer.status());
+  if (options_.issuer == IssuerKind::kCertManager) {
+    Result<std::unique_ptr<Issuer>> issuer = MakeCertManagerIssuer(options_);
+    if (!issuer.ok()) return Failed("cannot set up the cert-manager issuer", issuer.status());
+    issuer_ = std::move(*issuer);
+    return Status::Ok();
   }
-  issuer_ = std::move(*issuer);
+  Result<std::unique_ptr<LocalCa>> ca = MakeLocalCa(options_, clock_, env_);
+  if (!ca.ok()) return Failed("cannot set up the local CA", ca.status());
+  ca_watcher_ = std::make_unique<LocalCaWatcher>(ca->get(), LocalCaPaths(options_), env_);
+  local_ca_ = ca->get();
+  issuer_ = std::move(*ca);
   return Status::Ok();
 }
 
@@ -195,7 +210,33 @@ Result<Node::ScheduleLoaded> Node::LoadSchedule(const Cleaned& /*cleaned*/) {
   if (!loaded.ok()) return Failed("cannot load the renewal schedule", loaded.status());
   spdlog::info("renewal scheduler: {} volumes, {} overdue spread over {} s", loaded->volumes,
                loaded->overdue, loaded->spread_seconds);
+  ReissueLeavesOfOtherCas();
   return ScheduleLoaded();
+}
+
+void Node::ReissueLeavesOfOtherCas() {
+  // With the signing CA alone in the bundle, a leaf of another CA would not
+  // verify in its own volume anyway; reading every volume is then not worth it.
+  if (local_ca_ == nullptr || !local_ca_->BundleHasOtherCas()) return;
+  Result<std::vector<ScheduledVolume>> volumes = store_->ListRenewalSchedule();
+  if (!volumes.ok()) {
+    spdlog::warn("cannot list volumes to find leaves of other CAs: {}",
+                 volumes.status().ToString());
+    return;
+  }
+  std::vector<std::string> other;
+  for (const ScheduledVolume& scheduled : *volumes) {
+    Result<std::optional<VolumeRecord>> row = store_->GetVolume(scheduled.volume_id);
+    if (!row.ok() || !row->has_value()) continue;
+    Result<std::string> leaf = renewer_->CurrentCertificate(**row);
+    if (leaf.ok() && !local_ca_->SignedByCurrentCa(*leaf)) other.push_back(scheduled.volume_id);
+  }
+  if (other.empty()) return;
+  spdlog::warn(
+      "{} of {} volumes hold a certificate of another CA in the trust bundle; "
+      "re-issuing them from the signing CA",
+      other.size(), volumes->size());
+  scheduler_->RequestFor(other, VolumeRefresh::kReissue);
 }
 
 Node::Renewing Node::StartRenewals(ScheduleLoaded /*loaded*/) {
@@ -205,7 +246,46 @@ Node::Renewing Node::StartRenewals(ScheduleLoaded /*loaded*/) {
         return renewer->Renew(volume, std::move(stop));
       });
   scheduler_->Start();
+  if (ca_watcher_ != nullptr) {
+    ca_poller_ = std::jthread([this](std::stop_token stop) {
+      std::mutex mu;
+      std::condition_variable_any wake;
+      std::unique_lock lock(mu);
+      for (;;) {
+        // Returns early only when stop is requested.
+        wake.wait_for(lock, stop, options_.ca_reload_interval, [] { return false; });
+        if (stop.stop_requested()) return;
+        ReloadCa(false);
+      }
+    });
+  }
   return Renewing();
+}
+
+void Node::ReloadCa(bool force) {
+  if (ca_watcher_ == nullptr) {
+    if (force) spdlog::info("CA reload asked: nothing to reload with --issuer {}", issuer_->Name());
+    return;
+  }
+  std::lock_guard lock(ca_reload_mu_);
+  Result<LocalCa::Change> change = ca_watcher_->Poll(force);
+  if (!change.ok()) {
+    spdlog::error(
+        "local CA files changed but cannot be used; still signing with the CA loaded "
+        "before: {}",
+        change.status().ToString());
+    return;
+  }
+  if (!change->any()) {
+    if (force) spdlog::info("CA reload: the local CA files are unchanged");
+    return;
+  }
+  const VolumeRefresh work = change->signer ? VolumeRefresh::kReissue : VolumeRefresh::kTrustBundle;
+  spdlog::warn("local CA reloaded: {}; {} mounted volumes",
+               change->signer ? "new signing CA, re-issuing every certificate"
+                              : "new trust bundle, rewriting every volume's CA file",
+               scheduler_->size());
+  scheduler_->RequestForAll(work);
 }
 
 Status Node::Serve(const Renewing& /*renewing*/) {
@@ -240,6 +320,8 @@ Status Node::Serve(const Renewing& /*renewing*/) {
 
 void Node::Shutdown() {
   RpcTracker::Instance().BeginShutdown();
+  ca_poller_.request_stop();
+  if (ca_poller_.joinable()) ca_poller_.join();
   ready_ = false;
   metrics_server_->SetStartupComplete(false);
   // No renewal starts from here on; running ones are cancelled and keep their

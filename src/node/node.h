@@ -21,8 +21,10 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "common/clock.h"
 #include "common/construction_key.h"
@@ -32,6 +34,7 @@
 #include "csi/metrics_server.h"
 #include "csi/node_service.h"
 #include "issue/issuer.h"
+#include "issue/local_ca_watcher.h"
 #include "renew/renewer.h"
 #include "renew/scheduler.h"
 #include "renew/volume_health.h"
@@ -59,6 +62,11 @@ struct NodeOptions {
   // Local CA: PEM files, or both empty to generate one under <data_root>/ca.
   std::string ca_cert;
   std::string ca_key;
+  // The trust bundle put into every volume's ca.crt (docs/ca-rotation.md);
+  // empty: the signing CA alone.
+  std::string ca_bundle;
+  // How often the local CA's files are checked for a change.
+  std::chrono::milliseconds ca_reload_interval{std::chrono::seconds(5)};
   // cert-manager: the kubeconfig (empty: in-cluster) and the client's limits.
   std::string kubeconfig;
   double kube_api_qps = 5;
@@ -128,6 +136,15 @@ class Node {
   // simply destroyed.
   void Shutdown();
 
+  // Local CA: reads its files again (always, or only when they changed
+  // since the last check) and, when they pass every check, switches to them
+  // and makes the renewal scheduler rewrite every volume's CA file (bundle
+  // changed) or re-issue every certificate (signing CA changed). A change
+  // that fails a check is logged and the CA in use stays. SIGHUP calls it
+  // with `force`; a thread started by StartRenewals every
+  // ca_reload_interval. Does nothing for the cert-manager issuer.
+  void ReloadCa(bool force);
+
   // For tests that drive the pieces directly.
   Publisher& publisher() { return *publisher_; }
   Store& store() { return *store_; }
@@ -137,6 +154,10 @@ class Node {
   Status OpenIssuer();
   void Wire();
   Status StartMetrics();
+  // Local CA during a rotation (a bundle of several CAs): asks the
+  // scheduler to re-issue every loaded volume whose leaf the current CA did
+  // not sign, so a restart in the middle of a rotation forgets no old leaf.
+  void ReissueLeavesOfOtherCas();
 
   NodeOptions options_;
   const Clock& clock_ = SystemClock::Instance();
@@ -146,7 +167,10 @@ class Node {
   LegacyMigration legacy_;  // holds the legacy root's lock while the node runs
   std::unique_ptr<Store> store_;
   std::unique_ptr<Issuer> issuer_;
-  ServiceAccountTokens tokens_;  // pods' tokens, in memory only
+  std::unique_ptr<LocalCaWatcher> ca_watcher_;  // local CA only
+  LocalCa* local_ca_ = nullptr;                 // issuer_, when it is the local CA
+  std::mutex ca_reload_mu_;                     // one reload at a time
+  ServiceAccountTokens tokens_;                 // pods' tokens, in memory only
   std::unique_ptr<Publisher> publisher_;
   std::unique_ptr<Renewer> renewer_;
   std::unique_ptr<RenewalScheduler> scheduler_;
@@ -159,6 +183,8 @@ class Node {
   std::unique_ptr<IdentityService> identity_;
   std::unique_ptr<NodeService> node_service_;
   std::unique_ptr<grpc::Server> server_;
+  // Polls the CA files; stopped (and joined) first on destruction.
+  std::jthread ca_poller_;
 };
 
 }  // namespace certmount

@@ -10,9 +10,8 @@ namespace certmount {
 Renewer::Renewer(RenewerOptions options, Issuer* issuer, Env* env, const Clock* clock)
     : options_(std::move(options)), issuer_(issuer), env_(env), clock_(clock) {}
 
-Result<IssuedCertificateFields> Renewer::Renew(const VolumeRecord& volume, std::stop_token stop) {
-  const auto deadline = clock_->SteadyNow() + options_.timeout;
-  const VolumeLayout layout = VolumeLayout::For(options_.data_root, volume.volume_id);
+Result<VolumeLayout> Renewer::ExistingLayout(const VolumeRecord& volume) const {
+  VolumeLayout layout = VolumeLayout::For(options_.data_root, volume.volume_id);
   // WriteFileSet would create a missing directory; after an unpublish (or an
   // admin's rm) that would only leave files no pod can see.
   Result<FileStat> data = env_->LStat(layout.data);
@@ -20,12 +19,43 @@ Result<IssuedCertificateFields> Renewer::Renew(const VolumeRecord& volume, std::
     return Status::FailedPrecondition("volume " + volume.volume_id + ": data directory " +
                                       layout.data + " is missing");
   }
+  return layout;
+}
 
-  std::map<std::string, std::string> attributes = volume.attributes;
+Result<CertificateSpec> Renewer::LoadSpec(const VolumeRecord& volume, const VolumeLayout& layout,
+                                          std::map<std::string, std::string>& attributes) const {
+  attributes = volume.attributes;
   CERTMOUNT_ASSIGN_OR_RETURN(auto secrets, LoadSecretAttributes(layout, env_));
   for (auto& [key, value] : secrets) attributes[key] = std::move(value);
   Result<CertificateSpec> spec = ParseVolumeAttributes(attributes, options_.spiffe_trust_domain);
   if (!spec.ok()) return spec.status().WithContext("volume " + volume.volume_id + " attributes");
+  return spec;
+}
+
+Status Renewer::RefreshTrustBundle(const VolumeRecord& volume) {
+  const std::string bundle = issuer_->TrustBundlePem();
+  if (bundle.empty()) return Status::Ok();
+  CERTMOUNT_ASSIGN_OR_RETURN(VolumeLayout layout, ExistingLayout(volume));
+  std::map<std::string, std::string> attributes;
+  CERTMOUNT_ASSIGN_OR_RETURN(CertificateSpec spec, LoadSpec(volume, layout, attributes));
+  FileOwnership ownership;
+  if (volume.file_group.has_value()) ownership.gid = static_cast<gid_t>(*volume.file_group);
+  return RewriteTrustBundle(layout, spec.ca_file, bundle, ownership, env_);
+}
+
+Result<std::string> Renewer::CurrentCertificate(const VolumeRecord& volume) const {
+  CERTMOUNT_ASSIGN_OR_RETURN(VolumeLayout layout, ExistingLayout(volume));
+  std::map<std::string, std::string> attributes;
+  CERTMOUNT_ASSIGN_OR_RETURN(CertificateSpec spec, LoadSpec(volume, layout, attributes));
+  return env_->ReadFile(layout.data + "/" + spec.certificate_file);
+}
+
+Result<IssuedCertificateFields> Renewer::Renew(const VolumeRecord& volume, std::stop_token stop) {
+  const auto deadline = clock_->SteadyNow() + options_.timeout;
+  CERTMOUNT_ASSIGN_OR_RETURN(VolumeLayout layout, ExistingLayout(volume));
+  std::map<std::string, std::string> attributes;
+  Result<CertificateSpec> spec = LoadSpec(volume, layout, attributes);
+  if (!spec.ok()) return spec.status();
 
   IssuanceRequest request;
   request.volume_id = volume.volume_id;

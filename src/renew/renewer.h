@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <stop_token>
 #include <string>
 
@@ -11,9 +12,11 @@
 #include "common/env.h"
 #include "common/status.h"
 #include "issue/issuer.h"
+#include "issue/request.h"
 #include "state/store.h"
 #include "state/volume_record.h"
 #include "volume/service_account_tokens.h"
+#include "volume/volume_layout.h"
 
 namespace certmount {
 
@@ -54,10 +57,28 @@ class Renewer {
   // Thread-safe for different volumes; calls for one volume must not overlap.
   Result<IssuedCertificateFields> Renew(const VolumeRecord& volume, std::stop_token stop);
 
+  // Rewrites the volume's CA file with the issuer's current trust bundle
+  // (Issuer::TrustBundlePem, RewriteTrustBundle), keeping its certificate
+  // and key. OK without writing when the issuer has no bundle to give or
+  // the file already holds it. FAILED_PRECONDITION when the data directory
+  // is gone, as for Renew. Calls for one volume must not overlap with each
+  // other or with Renew.
+  Status RefreshTrustBundle(const VolumeRecord& volume);
+
+  // The certificate file (leaf first) the volume's pod sees now.
+  Result<std::string> CurrentCertificate(const VolumeRecord& volume) const;
+
   // The issuer's name, for the history table.
   std::string issuer_name() const { return issuer_->Name(); }
 
  private:
+  // The volume's layout after checking its data directory is there.
+  Result<VolumeLayout> ExistingLayout(const VolumeRecord& volume) const;
+  // The volume's spec from its attributes plus its secret ones, which are
+  // returned in `attributes`.
+  Result<CertificateSpec> LoadSpec(const VolumeRecord& volume, const VolumeLayout& layout,
+                                   std::map<std::string, std::string>& attributes) const;
+
   RenewerOptions options_;
   Issuer* issuer_;
   Env* env_;

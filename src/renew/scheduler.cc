@@ -44,11 +44,7 @@ Result<SchedulerLoadSummary> RenewalScheduler::Load() {
   for (const ScheduledVolume& row : rows) {
     int64_t due = row.next_issuance_at.value_or(now);
     if (due <= now) {
-      // The k-th overdue volume waits k / qps seconds: the token bucket alone
-      // would let a burst through first, and the spread keeps the timer's
-      // order honest for volumes published meanwhile.
-      due = now + static_cast<int64_t>(
-                      std::floor(static_cast<double>(summary.overdue) / options_.issuer_qps));
+      due = SpreadDue(now, summary.overdue);
       summary.spread_seconds = due - now;
       ++summary.overdue;
     }
@@ -63,6 +59,49 @@ Result<SchedulerLoadSummary> RenewalScheduler::Load() {
   return summary;
 }
 
+// The k-th volume of a batch waits k / qps seconds: the token bucket alone
+// would let a burst through first, and the spread keeps the timer's order
+// honest for volumes published meanwhile.
+int64_t RenewalScheduler::SpreadDue(int64_t now, int64_t index) const {
+  return now + static_cast<int64_t>(std::floor(static_cast<double>(index) / options_.issuer_qps));
+}
+
+void RenewalScheduler::RequestForAll(VolumeRefresh work) {
+  std::lock_guard lock(mu_);
+  refresh_outstanding_ = true;
+  const int64_t now = clock_->NowUnix();
+  const bool recent = now <= last_request_until_;
+  last_request_ = recent ? std::max(last_request_, work) : work;
+  last_request_until_ = now + options_.refresh_window_seconds;
+  int64_t index = 0;
+  for (auto& [volume_id, entry] : entries_) RequestLocked(volume_id, entry, work, now, index);
+  dispatcher_wake_.notify_one();
+}
+
+void RenewalScheduler::RequestFor(const std::vector<std::string>& volume_ids, VolumeRefresh work) {
+  std::lock_guard lock(mu_);
+  refresh_outstanding_ = true;
+  const int64_t now = clock_->NowUnix();
+  int64_t index = 0;
+  for (const std::string& volume_id : volume_ids) {
+    auto it = entries_.find(volume_id);
+    if (it != entries_.end()) RequestLocked(volume_id, it->second, work, now, index);
+  }
+  dispatcher_wake_.notify_one();
+}
+
+void RenewalScheduler::RequestLocked(const std::string& volume_id, Entry& entry, VolumeRefresh work,
+                                     int64_t now, int64_t& index) {
+  entry.pending = std::max(entry.pending, work);
+  // A volume being renewed is rescheduled at once by Finish.
+  if (entry.state != State::kWaiting) return;
+  const int64_t due = work == VolumeRefresh::kReissue ? SpreadDue(now, index++) : now;
+  if (entry.due <= due) return;
+  timer_.erase({entry.due, volume_id});
+  entry.due = due;
+  timer_.insert({due, volume_id});
+}
+
 void RenewalScheduler::ScheduleLocked(const std::string& volume_id, Entry& entry, int64_t due) {
   entry.due = due;
   entry.state = State::kWaiting;
@@ -74,9 +113,14 @@ void RenewalScheduler::ScheduleLocked(const std::string& volume_id, Entry& entry
 
 void RenewalScheduler::OnMounted(const ScheduledVolume& volume) {
   std::lock_guard lock(mu_);
-  const int64_t due = volume.next_issuance_at.value_or(clock_->NowUnix());
+  const int64_t now = clock_->NowUnix();
+  int64_t due = volume.next_issuance_at.value_or(now);
   auto [it, inserted] = entries_.try_emplace(volume.volume_id);
   Entry& entry = it->second;
+  if (last_request_ != VolumeRefresh::kNone && now <= last_request_until_) {
+    entry.pending = std::max(entry.pending, last_request_);
+    due = std::min(due, now);
+  }
   if (!inserted) {
     if (entry.state != State::kWaiting) {
       // Being renewed right now: that renewal reschedules it when done.
@@ -138,10 +182,11 @@ std::vector<std::string> RenewalScheduler::TakeDueLocked() {
   while (!timer_.empty() && busy_ < slots) {
     auto first = timer_.begin();
     if (first->first > now) break;
-    if (!bucket_.TryTake()) break;
+    Entry& entry = entries_.at(first->second);
+    // Rewriting a bundle asks the issuer nothing.
+    if (entry.pending != VolumeRefresh::kTrustBundle && !bucket_.TryTake()) break;
     std::string volume_id = first->second;
     timer_.erase(first);
-    Entry& entry = entries_.at(volume_id);
     entry.state = State::kQueued;
     entry.stop = std::stop_source();
     ++busy_;
@@ -151,15 +196,23 @@ std::vector<std::string> RenewalScheduler::TakeDueLocked() {
 }
 
 void RenewalScheduler::Finish(const std::string& volume_id, uint64_t generation,
-                              std::optional<int64_t> next_due) {
+                              std::optional<int64_t> next_due, VolumeRefresh keep) {
   std::lock_guard lock(mu_);
   auto it = entries_.find(volume_id);
   if (it != entries_.end() && it->second.generation == generation) {
     --busy_;
-    if (it->second.removed || !next_due.has_value() || stopping_) {
+    Entry& entry = it->second;
+    if (entry.removed || !next_due.has_value() || stopping_) {
       entries_.erase(it);
     } else {
-      ScheduleLocked(volume_id, it->second, *next_due);
+      // Asked for more while it ran: at once. What a failed attempt keeps
+      // waits for next_due, its retry time.
+      const VolumeRefresh asked = entry.pending;
+      ScheduleLocked(
+          volume_id, entry,
+          asked == VolumeRefresh::kNone ? *next_due : std::min(*next_due, clock_->NowUnix()));
+      entry.pending = std::max(asked, keep);
+      entry.running = VolumeRefresh::kNone;
     }
   }
   finished_.notify_all();
@@ -168,12 +221,15 @@ void RenewalScheduler::Finish(const std::string& volume_id, uint64_t generation,
 
 void RenewalScheduler::RunRenewal(const std::string& volume_id) {
   uint64_t generation = 0;
+  VolumeRefresh work = VolumeRefresh::kNone;
   std::stop_token stop;
   {
     std::lock_guard lock(mu_);
     auto it = entries_.find(volume_id);
     if (it == entries_.end() || it->second.state != State::kQueued) return;
     it->second.state = State::kRunning;
+    it->second.running = std::exchange(it->second.pending, VolumeRefresh::kNone);
+    work = it->second.running;
     generation = it->second.generation;
     stop = it->second.stop.get_token();
   }
@@ -189,6 +245,16 @@ void RenewalScheduler::RunRenewal(const std::string& volume_id) {
     return Finish(volume_id, generation, std::nullopt);
   }
   const VolumeRecord& volume = **row;
+  if (work == VolumeRefresh::kTrustBundle) {
+    Status refreshed = renewer_->RefreshTrustBundle(volume);
+    if (refreshed.ok()) {
+      return Finish(volume_id, generation, volume.next_issuance_at.value_or(clock_->NowUnix()));
+    }
+    spdlog::warn("volume {}: cannot rewrite its CA bundle, retrying in {}s: {}", volume_id,
+                 options_.backoff.initial.count(), refreshed.ToString());
+    return Finish(volume_id, generation, clock_->NowUnix() + options_.backoff.initial.count(),
+                  work);
+  }
 
   const auto started = clock_->SteadyNow();
   Result<IssuedCertificateFields> renewed = renewer_->Renew(volume, stop);
@@ -213,7 +279,9 @@ void RenewalScheduler::RunRenewal(const std::string& volume_id) {
     // restart tries again at the same time and the backoff is unchanged.
     return Finish(volume_id, generation, std::nullopt);
   }
-  Finish(volume_id, generation, RecordFailed(volume, renewed.status(), attempt));
+  // A failed re-issue keeps its request: an old-CA leaf must not outlive
+  // the rotation.
+  Finish(volume_id, generation, RecordFailed(volume, renewed.status(), attempt), work);
 }
 
 std::optional<int64_t> RenewalScheduler::RecordRenewed(const std::string& volume_id,
@@ -288,6 +356,14 @@ SchedulerStats RenewalScheduler::Stats() const {
   stats.running = busy_ - static_cast<int64_t>(work_.size());
   stats.rate_limit_waits = bucket_.waits();
   stats.rate_limit_wait_seconds = bucket_.waited().count();
+  // Walked only while a RequestForAll may still be owed.
+  for (auto it = entries_.begin(); refresh_outstanding_ && it != entries_.end(); ++it) {
+    const Entry& entry = it->second;
+    const VolumeRefresh owed = std::max(entry.pending, entry.running);
+    if (owed == VolumeRefresh::kReissue) ++stats.reissue_pending;
+    if (owed == VolumeRefresh::kTrustBundle) ++stats.trust_bundle_pending;
+  }
+  if (stats.reissue_pending == 0 && stats.trust_bundle_pending == 0) refresh_outstanding_ = false;
   return stats;
 }
 

@@ -47,8 +47,23 @@ struct SchedulerOptions {
   BackoffPolicy backoff;
   // History rows kept per volume (--history-limit).
   int history_limit = 10;
+  // A volume mounted this long after a RequestForAll gets the request too:
+  // its publish may have issued before the change. Node sets it from
+  // --publish-timeout.
+  int64_t refresh_window_seconds = 60;
   // Seeds the backoff jitter; 0 draws a seed from std::random_device.
   uint64_t random_seed = 0;
+};
+
+// Work RequestForAll asks of every scheduled volume, in increasing order: a
+// re-issue also writes the new trust bundle.
+enum class VolumeRefresh : uint8_t {
+  kNone = 0,
+  // Rewrite the CA file from Issuer::TrustBundlePem, keeping the
+  // certificate and key (Renewer::RefreshTrustBundle); no issuer request.
+  kTrustBundle = 1,
+  // Issue a new certificate now (the signing CA changed).
+  kReissue = 2,
 };
 
 // What Load found.
@@ -65,6 +80,9 @@ struct SchedulerStats {
   int64_t running = 0;    // renewals running now
   int64_t rate_limit_waits = 0;        // see TokenBucket::waits
   double rate_limit_wait_seconds = 0;  // see TokenBucket::waited
+  // Volumes still waiting for, or running, the work of RequestForAll.
+  int64_t reissue_pending = 0;
+  int64_t trust_bundle_pending = 0;
 };
 
 class RenewalScheduler final : public VolumeObserver {
@@ -84,12 +102,24 @@ class RenewalScheduler final : public VolumeObserver {
   Result<SchedulerLoadSummary> Load();
 
   // VolumeObserver: schedules the volume at its next_issuance_at (now if it
-  // has none), replacing an earlier schedule of the same id.
+  // has none), replacing an earlier schedule of the same id; at once, with
+  // the request, within refresh_window_seconds of a RequestForAll.
   void OnMounted(const ScheduledVolume& volume) override;
   // VolumeObserver: unschedules the volume. A renewal of it that is running
   // is cancelled and waited for; one not started yet never starts. Returns
   // only once no renewal of the volume runs or will start.
   void OnRemoved(const std::string& volume_id) override;
+
+  // Asks for `work` on every volume known now: each is made due at once
+  // (re-issues spread from now at issuer_qps, as Load spreads overdue
+  // volumes, and each takes an issuer token; bundle rewrites take none). A
+  // volume being renewed gets it right after. A failed attempt keeps the
+  // request and retries after the initial backoff. The greater request wins
+  // when they meet.
+  void RequestForAll(VolumeRefresh work);
+  // The same for the scheduled volumes among `volume_ids` only, without the
+  // window that RequestForAll opens for volumes mounted after it.
+  void RequestFor(const std::vector<std::string>& volume_ids, VolumeRefresh work);
 
   // The volumes that may start now: due by the clock, at most one issuer
   // token each, and no more than the free worker slots. They count as busy
@@ -114,7 +144,7 @@ class RenewalScheduler final : public VolumeObserver {
   // Volumes known (waiting or being renewed).
   size_t size() const;
   // The counts above in one consistent snapshot; walks only the due part of
-  // the timer.
+  // the timer, and every volume only while a RequestForAll may be owed.
   SchedulerStats Stats() const;
 
   // Starts the dispatcher and max_concurrent_issuance workers.
@@ -130,16 +160,27 @@ class RenewalScheduler final : public VolumeObserver {
     State state = State::kWaiting;
     bool removed = false;
     uint64_t generation = 0;
+    VolumeRefresh pending = VolumeRefresh::kNone;
+    // What the running attempt does (taken from pending when it starts).
+    VolumeRefresh running = VolumeRefresh::kNone;
     // Made when the renewal is taken; none while waiting (saves an
     // allocation per volume, which matters at 100k volumes).
     std::stop_source stop{std::nostopstate};
   };
 
   std::vector<std::string> TakeDueLocked();
+  // RequestFor's work on one entry; `index` counts the re-issues spread.
+  void RequestLocked(const std::string& volume_id, Entry& entry, VolumeRefresh work, int64_t now,
+                     int64_t& index);
   void ScheduleLocked(const std::string& volume_id, Entry& entry, int64_t due);
+  // The due time of the `index`-th of a batch spread from `now` at issuer_qps.
+  int64_t SpreadDue(int64_t now, int64_t index) const;
+
   // Ends a taken renewal: reschedules at `next_due`, or forgets the volume
   // when it is nullopt or the volume was removed meanwhile.
-  void Finish(const std::string& volume_id, uint64_t generation, std::optional<int64_t> next_due);
+  // `keep`: the work a failed attempt still owes, retried at next_due.
+  void Finish(const std::string& volume_id, uint64_t generation, std::optional<int64_t> next_due,
+              VolumeRefresh keep = VolumeRefresh::kNone);
   // Record a finished renewal attempt of a mounted row and return when the
   // volume is next due: the certificate's next issuance time, or a backoff
   // after a failure. nullopt when the row is gone (unpublished meanwhile).
@@ -168,6 +209,9 @@ class RenewalScheduler final : public VolumeObserver {
   TokenBucket bucket_;
   std::mt19937_64 random_;
   bool stopping_ = false;
+  mutable bool refresh_outstanding_ = false;  // set by RequestForAll, cleared by Stats
+  VolumeRefresh last_request_ = VolumeRefresh::kNone;
+  int64_t last_request_until_ = 0;  // unix seconds: see refresh_window_seconds
   std::thread dispatcher_;
   std::vector<std::thread> workers_;
 };

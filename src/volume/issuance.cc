@@ -182,4 +182,32 @@ Result<IssuedCertificateFields> IssueIntoVolume(const IssuanceRequest& request, 
   return fields;
 }
 
+Status RewriteTrustBundle(const VolumeLayout& layout, const std::string& ca_file,
+                          const std::string& bundle_pem, const FileOwnership& ownership, Env* env) {
+  const std::string current = layout.data + "/..data";
+  Result<std::vector<std::string>> names = env->ListDirectory(current);
+  if (!names.ok()) {
+    return Status::FailedPrecondition("no current files in " + layout.data + ": " +
+                                      names.status().message());
+  }
+  std::vector<FileEntry> files;
+  bool has_ca_file = false;
+  for (const std::string& name : *names) {
+    const std::string path = current + "/" + name;
+    CERTMOUNT_ASSIGN_OR_RETURN(FileStat stat, env->LStat(path));
+    if (stat.type != FileStat::Type::kRegular) continue;
+    if (name == ca_file) {
+      has_ca_file = true;
+      Result<std::string> old = env->ReadFile(path);
+      if (old.ok() && *old == bundle_pem) return Status::Ok();
+      files.push_back({name, bundle_pem, stat.permissions});
+      continue;
+    }
+    CERTMOUNT_ASSIGN_OR_RETURN(std::string contents, env->ReadFile(path));
+    files.push_back({name, std::move(contents), stat.permissions});
+  }
+  if (!has_ca_file) files.push_back({ca_file, bundle_pem, CertFileMode(ownership)});
+  return WriteFileSet(layout.data, files, ownership, env);
+}
+
 }  // namespace certmount

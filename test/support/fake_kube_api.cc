@@ -190,7 +190,7 @@ FakeKubeApi::~FakeKubeApi() {
 
 std::string FakeKubeApi::url() const { return "https://127.0.0.1:" + std::to_string(port_); }
 
-const std::string& FakeKubeApi::signer_ca_pem() const { return signer_->certificate_pem(); }
+std::string FakeKubeApi::signer_ca_pem() const { return signer_->certificate_pem(); }
 
 void FakeKubeApi::AcceptToken(const std::string& token) {
   std::lock_guard lock(mutex_);

@@ -65,7 +65,7 @@ class FakeKubeApi {
   // The CA that verifies the server's certificate.
   const std::string& server_ca_pem() const { return server_ca_pem_; }
   // The CA cert-manager signs with (status.ca).
-  const std::string& signer_ca_pem() const;
+  std::string signer_ca_pem() const;
 
   // Accept `token` as well as kToken; RevokeToken stops accepting one.
   void AcceptToken(const std::string& token);

@@ -209,4 +209,13 @@ bool OpensPkcs12(const std::string& path, const std::string& password) {
   return ok;
 }
 
+int CountPemCertificates(const std::string& text) {
+  int count = 0;
+  for (size_t at = text.find("BEGIN CERTIFICATE"); at != std::string::npos;
+       at = text.find("BEGIN CERTIFICATE", at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
 }  // namespace certmount::testing

@@ -40,6 +40,9 @@ std::string VerifyChainAt(const std::string& leaf_path, const std::string& ca_pa
 // Whether the private key file and the leaf certificate belong together.
 bool KeyMatchesCertificate(const std::string& key_path, const std::string& cert_path);
 
+// How many PEM certificate blocks `text` holds.
+int CountPemCertificates(const std::string& text);
+
 // The PEM label of the first block in a file, e.g. "EC PRIVATE KEY".
 std::string PemLabel(const std::string& path);
 
