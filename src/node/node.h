@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "common/clock.h"
 #include "common/construction_key.h"
@@ -32,12 +33,16 @@
 #include "csi/metrics_server.h"
 #include "csi/node_service.h"
 #include "issue/issuer.h"
+#include "kube/client.h"
+#include "kube/watcher.h"
+#include "renew/pod_ip_reissuer.h"
 #include "renew/renewer.h"
 #include "renew/scheduler.h"
 #include "renew/volume_health.h"
 #include "state/data_root_lock.h"
 #include "state/store.h"
 #include "volume/legacy_data_root.h"
+#include "volume/pod_ips.h"
 #include "volume/publisher.h"
 #include "volume/service_account_tokens.h"
 
@@ -136,6 +141,7 @@ class Node {
   Status OpenIssuer();
   void Wire();
   Status StartMetrics();
+  void WirePodIps();
 
   NodeOptions options_;
   const Clock& clock_ = SystemClock::Instance();
@@ -145,11 +151,18 @@ class Node {
   LegacyMigration legacy_;  // holds the legacy root's lock while the node runs
   std::unique_ptr<Store> store_;
   std::unique_ptr<Issuer> issuer_;
+  // Cluster access (cert-manager mode); null with the local CA.
+  std::shared_ptr<kube::Client> kube_client_;
+  PodIps pod_ips_;               // the node's pods' addresses, from the pod watch
   ServiceAccountTokens tokens_;  // pods' tokens, in memory only
   std::unique_ptr<Publisher> publisher_;
   std::unique_ptr<Renewer> renewer_;
   std::unique_ptr<RenewalScheduler> scheduler_;
   std::unique_ptr<VolumeHealthChecker> health_;
+  // ${POD_IP}: the reissuer, and the pod watch it starts on first need.
+  std::unique_ptr<PodIpReissuer> pod_ip_reissuer_;
+  std::unique_ptr<kube::Watcher> pod_watcher_;
+  std::jthread pod_watch_;
   // The collector reads the store and the scheduler; the server that runs
   // it stops first.
   std::optional<StateCollector> state_metrics_;

@@ -9,6 +9,19 @@ namespace certmount {
 Renewer::Renewer(RenewerOptions options, Issuer* issuer, Env* env, const Clock* clock)
     : options_(std::move(options)), issuer_(issuer), env_(env), clock_(clock) {}
 
+Result<CertificateSpec> Renewer::SpecOf(const VolumeRecord& volume) const {
+  const VolumeLayout layout = VolumeLayout::For(options_.data_root, volume.volume_id);
+  std::map<std::string, std::string> attributes = volume.attributes;
+  CERTMOUNT_ASSIGN_OR_RETURN(auto secrets, LoadSecretAttributes(layout, env_));
+  for (auto& [key, value] : secrets) attributes[key] = std::move(value);
+  const std::string what = "volume " + volume.volume_id + " attributes";
+  Result<CertificateSpec> spec = ParseAttributes(attributes);
+  if (!spec.ok()) return spec.status().WithContext(what);
+  Status applied = ApplyKnownPodIps(*spec, PodInfoFromContext(attributes).uid, options_.pod_ips);
+  if (!applied.ok()) return applied.WithContext(what);
+  return spec;
+}
+
 Result<IssuedCertificateFields> Renewer::Renew(const VolumeRecord& volume, std::stop_token stop) {
   const auto deadline = clock_->SteadyNow() + options_.timeout;
   const VolumeLayout layout = VolumeLayout::For(options_.data_root, volume.volume_id);
@@ -20,19 +33,15 @@ Result<IssuedCertificateFields> Renewer::Renew(const VolumeRecord& volume, std::
                                       layout.data + " is missing");
   }
 
-  std::map<std::string, std::string> attributes = volume.attributes;
-  CERTMOUNT_ASSIGN_OR_RETURN(auto secrets, LoadSecretAttributes(layout, env_));
-  for (auto& [key, value] : secrets) attributes[key] = std::move(value);
-  Result<CertificateSpec> spec = ParseAttributes(attributes);
-  if (!spec.ok()) return spec.status().WithContext("volume " + volume.volume_id + " attributes");
+  CERTMOUNT_ASSIGN_OR_RETURN(CertificateSpec spec, SpecOf(volume));
 
   IssuanceRequest request;
   request.volume_id = volume.volume_id;
-  request.spec = &*spec;
-  request.pod = PodInfoFromContext(attributes);
+  request.spec = &spec;
+  request.pod = PodInfoFromContext(volume.attributes);
   request.layout = layout;
   if (volume.file_group.has_value()) request.ownership.gid = static_cast<gid_t>(*volume.file_group);
-  request.reuse_existing_key = spec->reuse_private_key;
+  request.reuse_existing_key = spec.reuse_private_key;
   if (options_.tokens != nullptr) {
     std::optional<std::string> token = options_.tokens->Get(volume.volume_id);
     if (!token.has_value()) {
@@ -62,6 +71,7 @@ Result<IssuedCertificateFields> Renewer::Renew(const VolumeRecord& volume, std::
   if (issued.ok() && issuer_->Resumable()) {
     issuer_->Retire(request.pod.namespace_, volume.volume_id, static_cast<uint64_t>(number));
   }
+  if (issued.ok() && options_.on_renewed) options_.on_renewed(volume.volume_id);
   return issued;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <stop_token>
 #include <string>
 
@@ -13,6 +14,7 @@
 #include "issue/issuer.h"
 #include "state/store.h"
 #include "state/volume_record.h"
+#include "volume/pod_ips.h"
 #include "volume/service_account_tokens.h"
 
 namespace certmount {
@@ -29,12 +31,21 @@ struct RenewerOptions {
   // here; without one (after a restart, before kubelet republishes) they
   // fail UNAVAILABLE and back off. Null: the driver's own credentials.
   const ServiceAccountTokens* tokens = nullptr;
+  // The pods' addresses for ${POD_IP} and ${POD_IPS} (see PublisherOptions).
+  const PodIps* pod_ips = nullptr;
+  // Called with the volume's id after each successful renewal.
+  std::function<void(const std::string& volume_id)> on_renewed;
 };
 
 class Renewer {
  public:
   // `issuer`, `env` and `clock` must outlive the Renewer.
   Renewer(RenewerOptions options, Issuer* issuer, Env* env, const Clock* clock);
+
+  // The volume's CertificateSpec from `volume.attributes` plus the secret
+  // attributes kept in its private directory, with the pod's addresses as
+  // far as they are known (ApplyKnownPodIps).
+  Result<CertificateSpec> SpecOf(const VolumeRecord& volume) const;
 
   // Rebuilds the CertificateSpec from `volume.attributes` plus the secret
   // attributes kept in the volume's private directory, and issues into the

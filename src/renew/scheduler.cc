@@ -92,6 +92,21 @@ void RenewalScheduler::OnMounted(const ScheduledVolume& volume) {
   if (timer_.begin()->second == volume.volume_id) dispatcher_wake_.notify_one();
 }
 
+bool RenewalScheduler::RenewNow(const std::string& volume_id) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(volume_id);
+  if (it == entries_.end() || it->second.removed) return false;
+  Entry& entry = it->second;
+  if (entry.state != State::kWaiting) {
+    entry.again = true;
+    return true;
+  }
+  timer_.erase({entry.due, volume_id});
+  ScheduleLocked(volume_id, entry, clock_->NowUnix());
+  dispatcher_wake_.notify_one();
+  return true;
+}
+
 void RenewalScheduler::OnRemoved(const std::string& volume_id) {
   std::unique_lock lock(mu_);
   auto it = entries_.find(volume_id);
@@ -159,7 +174,9 @@ void RenewalScheduler::Finish(const std::string& volume_id, uint64_t generation,
     if (it->second.removed || !next_due.has_value() || stopping_) {
       entries_.erase(it);
     } else {
-      ScheduleLocked(volume_id, it->second, *next_due);
+      const int64_t due = it->second.again ? std::min(*next_due, clock_->NowUnix()) : *next_due;
+      it->second.again = false;
+      ScheduleLocked(volume_id, it->second, due);
     }
   }
   finished_.notify_all();

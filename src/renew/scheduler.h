@@ -91,6 +91,12 @@ class RenewalScheduler final : public VolumeObserver {
   // only once no renewal of the volume runs or will start.
   void OnRemoved(const std::string& volume_id) override;
 
+  // Makes a scheduled volume due now (e.g. its pod's addresses just became
+  // known). One being renewed is renewed once more right after, as that
+  // renewal may have started before the change. False for a volume that is
+  // not scheduled.
+  bool RenewNow(const std::string& volume_id);
+
   // The volumes that may start now: due by the clock, at most one issuer
   // token each, and no more than the free worker slots. They count as busy
   // until RunRenewal finishes them (or OnRemoved drops them).
@@ -129,6 +135,7 @@ class RenewalScheduler final : public VolumeObserver {
     int64_t due = 0;
     State state = State::kWaiting;
     bool removed = false;
+    bool again = false;  // RenewNow while renewing: due again right after
     uint64_t generation = 0;
     // Made when the renewal is taken; none while waiting (saves an
     // allocation per volume, which matters at 100k volumes).

@@ -334,6 +334,8 @@ Status Publisher::PublishOnce(const PublishRequest& request) {
   CERTMOUNT_RETURN_IF_ERROR(ValidateVolumeId(request.volume_id));
   CERTMOUNT_RETURN_IF_ERROR(ValidateTargetPath(request.target_path, options_.target_root, env_));
   CERTMOUNT_ASSIGN_OR_RETURN(CertificateSpec spec, ParseAttributes(request.volume_context));
+  CERTMOUNT_RETURN_IF_ERROR(
+      ApplyKnownPodIps(spec, PodInfoFromContext(request.volume_context).uid, options_.pod_ips));
   if (options_.tokens != nullptr) {
     // Every publish, a repeat of a mounted volume included (kubelet
     // republishes to hand over fresh tokens), refreshes the token renewals use.
