@@ -63,11 +63,7 @@ class PodIpSansTest : public ::testing::Test {
         << daemon_->log();
   }
 
-  std::string Target(const std::string& pod) {
-    std::string parent = daemon_->target_root() + "/" + pod + "/volumes/kubernetes.io~csi/tls";
-    fs::create_directories(parent);
-    return parent + "/mount";
-  }
+  std::string Target(const std::string& pod) { return daemon_->PodTarget(pod); }
 
   // Publishes for pod `pod_name` (uid `uid`) in namespace default.
   grpc::Status Publish(const std::string& volume_id, const std::string& target,
@@ -221,17 +217,15 @@ TEST(PodIpSansLocalCaTest, WithoutClusterAccessPodIpIsRefusedClearly) {
   TempDir dir;
   Daemon daemon(dir.Sub("node"));
   ASSERT_TRUE(daemon.Start()) << daemon.log();
-  const std::string parent = daemon.target_root() + "/pod-a/volumes/kubernetes.io~csi/tls";
-  fs::create_directories(parent);
+  const std::string target = daemon.PodTarget("pod-a");
   csi::v1::NodePublishVolumeResponse response;
   grpc::Status status = daemon.node().NodePublishVolume(
       CallContext().get(),
-      KubeletPublishRequest("csi-ip-local", parent + "/mount", PodIpAttributes("${POD_IP}")),
-      &response);
+      KubeletPublishRequest("csi-ip-local", target, PodIpAttributes("${POD_IP}")), &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(status.error_message().find("no cluster access"), std::string::npos)
       << status.error_message();
-  EXPECT_FALSE(fs::exists(parent + "/mount/tls.crt"));
+  EXPECT_FALSE(fs::exists(target + "/tls.crt"));
 }
 
 }  // namespace
