@@ -99,6 +99,9 @@ void ExpectSpecEq(const CertificateSpec& actual, const CertificateSpec& expected
   EXPECT_EQ(actual.jks_filename, expected.jks_filename);
   EXPECT_EQ(actual.jks_truststore_filename, expected.jks_truststore_filename);
   EXPECT_EQ(actual.jks_password, expected.jks_password);
+  EXPECT_EQ(actual.wants_pod_ip, expected.wants_pod_ip);
+  EXPECT_EQ(actual.wants_pod_ips, expected.wants_pod_ips);
+  EXPECT_EQ(actual.pod_ip_readiness_gate, expected.pod_ip_readiness_gate);
   EXPECT_EQ(actual.annotations, expected.annotations);
 }
 
@@ -193,6 +196,15 @@ INSTANTIATE_TEST_SUITE_P(
                       s.uris = {"spiffe://cluster.local/ns/shop/sa/web", "urn:uuid:1"};
                       s.email_addresses = {"ops@example.com"};
                     }},
+                GoodCase{"PodIpsAwaitTheirAddresses",
+                         With({{"ip-sans", "10.0.0.1, ${POD_IP},$POD_IPS"},
+                               {"pod-ip-readiness-gate", "true"}}),
+                         [](CertificateSpec& s) {
+                           s.ip_addresses = {"10.0.0.1"};
+                           s.wants_pod_ip = true;
+                           s.wants_pod_ips = true;
+                           s.pod_ip_readiness_gate = true;
+                         }},
                 GoodCase{"IpAloneIsAnIdentity",
                          With({{"dns-names", kErase}, {"ip-sans", "10.0.0.1"}}),
                          [](CertificateSpec& s) {
@@ -564,9 +576,20 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"AnnotationTwoSlashes", With({{"example.com/a/b", "1"}}), "example.com/a/b",
                 "annotation key"},
         BadCase{
-            "UnknownVariable", With({{"dns-names", "${POD_IP}.example"}}), kDnsNamesKey,
-            "undefined variable \"POD_IP\"; known variables are POD_NAME, POD_NAMESPACE, POD_UID, "
+            "UnknownVariable", With({{"dns-names", "${NODE_IP}.example"}}), kDnsNamesKey,
+            "undefined variable \"NODE_IP\"; known variables are POD_NAME, POD_NAMESPACE, POD_UID, "
             "SERVICE_ACCOUNT_NAME"},
+        BadCase{"PodIpOnlyInIpSans", With({{"dns-names", "${POD_IP}.example"}}), kDnsNamesKey,
+                "uses variable \"POD_IP\", which only csi.cert-manager.io/ip-sans accepts"},
+        BadCase{"PodIpsOnlyInIpSans", With({{"common-name", "$POD_IPS"}}), Key("common-name"),
+                "which only csi.cert-manager.io/ip-sans accepts"},
+        BadCase{"PodIpOnlyAsAWholeItem", With({{"ip-sans", "${POD_IP}/32"}}), Key("ip-sans"),
+                "is not an IPv4 or IPv6 address"},
+        BadCase{"ReadinessGateWithoutPodIp", With({{"pod-ip-readiness-gate", "true"}}),
+                Key("pod-ip-readiness-gate"), "needs ${POD_IP} or ${POD_IPS}"},
+        BadCase{"ReadinessGateNotABool",
+                With({{"ip-sans", "${POD_IP}"}, {"pod-ip-readiness-gate", "yes"}}),
+                Key("pod-ip-readiness-gate"), "must be \"true\" or \"false\""},
         BadCase{"LowerCaseVariable", With({{"common-name", "${pod_name}"}}), Key("common-name"),
                 "undefined variable \"pod_name\""},
         BadCase{"UnknownVariableInLiteralSubject", With({{"literal-subject", "CN=${NODE}"}}),
@@ -656,8 +679,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "\"PKCS1\" or \"PKCS8\""},
         BadCase{"IpSansAreNotExpanded", With({{"ip-sans", "${HOST_IP}"}}), Key("ip-sans"),
                 "not an IPv4 or IPv6 address"},
-        BadCase{"BareUnknownVariable", With({{"dns-names", "$POD_IP.example"}}), kDnsNamesKey,
-                "undefined variable \"POD_IP\""},
+        BadCase{"BareUnknownVariable", With({{"dns-names", "$NODE_IP.example"}}), kDnsNamesKey,
+                "undefined variable \"NODE_IP\""},
         BadCase{"DollarDollarIsASpecialVariable", With({{"common-name", "a$$b"}}),
                 Key("common-name"), "undefined variable \"$\""},
         BadCase{"UnterminatedQuote", With({{"organizations", "\"Acme, Inc.,Other"}}),
@@ -790,6 +813,34 @@ TEST(ParseAttributesTest, VariableValueCannotAddRdnsToALiteralSubject) {
 
 // csi-driver's rule: renew-before counts only when not_before + renew-before
 // is before not_after; otherwise two thirds into the lifetime.
+TEST(ApplyPodIpsTest, PodIpIsTheFirstAddressAndPodIpsAllOfThemWithoutDuplicates) {
+  Result<CertificateSpec> one = ParseAttributes(With({{"ip-sans", "10.0.0.1,${POD_IP}"}}));
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_TRUE(UsesPodIps(*one));
+  ASSERT_TRUE(ApplyPodIps(*one, {"10.244.1.7", "FD00:0:0::7"}).ok());
+  EXPECT_EQ(one->ip_addresses, (std::vector<std::string>{"10.0.0.1", "10.244.1.7"}));
+
+  Result<CertificateSpec> all = ParseAttributes(With({{"ip-sans", "${POD_IP},${POD_IPS}"}}));
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_TRUE(ApplyPodIps(*all, {"10.244.1.7", "FD00:0:0::7"}).ok());
+  EXPECT_EQ(all->ip_addresses, (std::vector<std::string>{"10.244.1.7", "fd00::7"}));
+}
+
+TEST(ApplyPodIpsTest, UnknownAddressesLeaveTheSpecAsParsedAndBadOnesAreRefused) {
+  Result<CertificateSpec> spec = ParseAttributes(With({{"ip-sans", "${POD_IPS}"}}));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_TRUE(ApplyPodIps(*spec, {}).ok());
+  EXPECT_TRUE(spec->ip_addresses.empty());
+  Status bad = ApplyPodIps(*spec, {"10.0.0.300"});
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument);
+
+  Result<CertificateSpec> fixed = ParseAttributes(With({{"ip-sans", "10.0.0.1"}}));
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_FALSE(UsesPodIps(*fixed));
+  ASSERT_TRUE(ApplyPodIps(*fixed, {"10.244.1.7"}).ok());
+  EXPECT_EQ(fixed->ip_addresses, (std::vector<std::string>{"10.0.0.1"}));
+}
+
 TEST(NextIssuanceAtTest, RenewBeforeThatDoesNotFitFallsBackToTwoThirds) {
   EXPECT_EQ(NextIssuanceAt(1000, 4600, seconds(1800)), 2800);
   EXPECT_EQ(NextIssuanceAt(1000, 4600, std::nullopt), 3400);

@@ -35,7 +35,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-constexpr char kPodUid[] = "0b5c1c8e-8f5e-4c4e-9d3a-2f9a4f0e6b11";  // KubeletPublishRequest's
+constexpr const char* kPodUid = kKubeletPodUid;
 
 // ECDSA: these tests time the signer, and an RSA key takes longer than their
 // short publish and renewal timeouts on a loaded machine under ASan.

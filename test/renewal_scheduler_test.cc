@@ -32,6 +32,14 @@
 namespace certmount {
 namespace {
 
+// An issuer rate of one a second, no burst: spreading becomes countable.
+SchedulerOptions OneIssuancePerSecond() {
+  SchedulerOptions options;
+  options.issuer_qps = 1;
+  options.issuer_burst = 1;
+  return options;
+}
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
@@ -493,7 +501,7 @@ TEST_F(RenewalSchedulerTest, ANewTrustBundleRewritesEveryCaFileWithoutIssuing) {
     AddVolume(id, t0 + 3600);
     certificates[id] = ReadAll(CertPath(id));
   }
-  RenewalScheduler& scheduler = MakeScheduler(SchedulerOptions{.issuer_qps = 1, .issuer_burst = 1});
+  RenewalScheduler& scheduler = MakeScheduler(OneIssuancePerSecond());
   ASSERT_TRUE(scheduler.Load().ok());
   auto other = GenerateSelfSignedCa("other", 24h, clock_);
   ASSERT_TRUE(other.ok());
@@ -521,7 +529,7 @@ TEST_F(RenewalSchedulerTest, ANewTrustBundleRewritesEveryCaFileWithoutIssuing) {
 TEST_F(RenewalSchedulerTest, ANewSignerReissuesEveryVolumeAtTheIssuerRateUntilItSucceeds) {
   const int64_t t0 = clock_.NowUnix();
   for (const char* id : {"a", "b", "c", "d"}) AddVolume(id, t0 + 3600);
-  RenewalScheduler& scheduler = MakeScheduler(SchedulerOptions{.issuer_qps = 1, .issuer_burst = 1});
+  RenewalScheduler& scheduler = MakeScheduler(OneIssuancePerSecond());
   ASSERT_TRUE(scheduler.Load().ok());
   auto material = GenerateSelfSignedCa("next CA", 24h, clock_);
   ASSERT_TRUE(material.ok());

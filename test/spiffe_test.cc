@@ -43,12 +43,11 @@ constexpr unsigned kDigitalSignatureBit = 0x80;  // X509_get_key_usage's KU_DIGI
 constexpr unsigned kKeyEnciphermentBit = 0x20;   // KU_KEY_ENCIPHERMENT
 
 std::map<std::string, std::string> PodContext(std::map<std::string, std::string> attributes = {}) {
-  std::map<std::string, std::string> context = {
-      {"csi.storage.k8s.io/pod.name", "web-0"},
-      {"csi.storage.k8s.io/pod.namespace", "default"},
-      {"csi.storage.k8s.io/pod.uid", "0b5c1c8e-8f5e-4c4e-9d3a-2f9a4f0e6b11"},
-      {"csi.storage.k8s.io/serviceAccount.name", "web"},
-      {"csi.cert-manager.io/issuer-name", "local"}};
+  std::map<std::string, std::string> context = {{"csi.storage.k8s.io/pod.name", "web-0"},
+                                                {"csi.storage.k8s.io/pod.namespace", "default"},
+                                                {"csi.storage.k8s.io/pod.uid", kKubeletPodUid},
+                                                {"csi.storage.k8s.io/serviceAccount.name", "web"},
+                                                {"csi.cert-manager.io/issuer-name", "local"}};
   for (auto& [key, value] : attributes) context[key] = value;
   return context;
 }
@@ -401,7 +400,7 @@ TEST(SpiffeCertManager, RequestCarriesTheIdentityInItsCsrAndAnnotation) {
   CERTMOUNT_REQUIRE_ROOT();
   TempDir dir;
   FakeKubeApi api;
-  api.PutPod("default", "web-0", "0b5c1c8e-8f5e-4c4e-9d3a-2f9a4f0e6b11");
+  api.PutPod("default", "web-0", kKubeletPodUid);
   const std::string kubeconfig =
       WriteKubeconfig(dir.Sub("kubeconfig"), api.url(), api.server_ca_pem());
   Daemon daemon(dir.Sub("node"));

@@ -72,6 +72,11 @@ constexpr std::string_view kJksEnable = "keystore-jks-enable";
 constexpr std::string_view kJksFilename = "keystore-jks-filename";
 constexpr std::string_view kJksPassword = "keystore-jks-password";
 constexpr std::string_view kJksTruststore = "keystore-jks-truststore-filename";
+constexpr std::string_view kPodIpReadinessGate = "pod-ip-readiness-gate";
+
+// The pod's addresses, accepted only as whole items of ip-sans.
+constexpr std::string_view kPodIpVariable = "POD_IP";
+constexpr std::string_view kPodIpsVariable = "POD_IPS";
 
 // certmount's earlier hyphenated spellings of csi-driver's keys, still read.
 constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kAliases = {{
@@ -81,15 +86,44 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kAliases 
     {kSerialNumber, "serial-number"},
 }};
 
-constexpr std::array<std::string_view, 37> kKnownAttributes = {
-    kIssuerName,      kIssuerKind,          kIssuerGroup,   kCommonName,  kLiteralSubject,
-    kOrganizations,   kOrganizationalUnits, kCountries,     kProvinces,   kLocalities,
-    kStreetAddresses, kPostalCodes,         kSerialNumber,  kDnsNames,    kIpSans,
-    kUriSans,         kEmailSans,           kDuration,      kRenewBefore, kIsCa,
-    kKeyUsages,       kKeyAlgorithm,        kKeySize,       kKeyEncoding, kReusePrivateKey,
-    kCertificateFile, kPrivateKeyFile,      kCaFile,        kFsGroup,     kPkcs12Enable,
-    kPkcs12Filename,  kPkcs12Password,      kPkcs12Profile, kJksEnable,   kJksFilename,
-    kJksPassword,     kJksTruststore};
+constexpr std::array<std::string_view, 38> kKnownAttributes = {kIssuerName,
+                                                               kIssuerKind,
+                                                               kIssuerGroup,
+                                                               kCommonName,
+                                                               kLiteralSubject,
+                                                               kOrganizations,
+                                                               kOrganizationalUnits,
+                                                               kCountries,
+                                                               kProvinces,
+                                                               kLocalities,
+                                                               kStreetAddresses,
+                                                               kPostalCodes,
+                                                               kSerialNumber,
+                                                               kDnsNames,
+                                                               kIpSans,
+                                                               kUriSans,
+                                                               kEmailSans,
+                                                               kDuration,
+                                                               kRenewBefore,
+                                                               kIsCa,
+                                                               kKeyUsages,
+                                                               kKeyAlgorithm,
+                                                               kKeySize,
+                                                               kKeyEncoding,
+                                                               kReusePrivateKey,
+                                                               kCertificateFile,
+                                                               kPrivateKeyFile,
+                                                               kCaFile,
+                                                               kFsGroup,
+                                                               kPkcs12Enable,
+                                                               kPkcs12Filename,
+                                                               kPkcs12Password,
+                                                               kPkcs12Profile,
+                                                               kJksEnable,
+                                                               kJksFilename,
+                                                               kJksPassword,
+                                                               kJksTruststore,
+                                                               kPodIpReadinessGate};
 
 // Kept on the volume's tmpfs, never in state.db (StorableAttributes).
 constexpr std::array<std::string_view, 2> kSecretAttributes = {kPkcs12Password, kJksPassword};
@@ -364,6 +398,17 @@ class Variables {
   Result<std::string> Lookup(std::string_view name, const std::string& variable) const {
     bool known = false;
     for (const auto& [known_name, key] : kSources) known = known || known_name == variable;
+    if (variable == kPodIpVariable || variable == kPodIpsVariable) {
+      std::string rule = "uses variable ";
+      rule.append(QuoteUserValue(variable))
+          .append(", which only ")
+          .append(FullKey(kIpSans))
+          .append(
+              " accepts, as a whole item (the pod has no IP yet when its volume is "
+              "published); ")
+          .append(KnownList());
+      return Invalid(name, rule);
+    }
     if (!known) {
       std::string rule = "uses undefined variable ";
       rule.append(QuoteUserValue(variable)).append("; ").append(KnownList());
@@ -545,6 +590,14 @@ class AttributeParser {
     }
     CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> ips, GetList(kIpSans, /*expand=*/false));
     for (const std::string& ip : ips) {
+      if (ip == "${POD_IP}" || ip == "$POD_IP") {
+        spec.wants_pod_ip = true;
+        continue;
+      }
+      if (ip == "${POD_IPS}" || ip == "$POD_IPS") {
+        spec.wants_pod_ips = true;
+        continue;
+      }
       std::optional<std::string> canonical = CanonicalIp(ip);
       if (!canonical) return InvalidValue(kIpSans, ip, "is not an IPv4 or IPv6 address");
       spec.ip_addresses.push_back(*canonical);
@@ -560,6 +613,11 @@ class AttributeParser {
         return InvalidValue(kUriSans, uri, rule);
       }
       spec.uris.push_back(*written);
+    }
+    CERTMOUNT_ASSIGN_OR_RETURN(spec.pod_ip_readiness_gate, GetBool(kPodIpReadinessGate, false));
+    if (spec.pod_ip_readiness_gate && !UsesPodIps(spec)) {
+      return Invalid(kPodIpReadinessGate, "needs ${POD_IP} or ${POD_IPS} in " + FullKey(kIpSans) +
+                                              "; without them there is nothing to wait for");
     }
     CERTMOUNT_ASSIGN_OR_RETURN(spec.email_addresses, GetList(kEmailSans));
     for (const std::string& email : spec.email_addresses) {
@@ -846,6 +904,29 @@ PodInfo PodInfoFromContext(const std::map<std::string, std::string>& volume_cont
 
 Result<CertificateSpec> ParseAttributes(const std::map<std::string, std::string>& volume_context) {
   return AttributeParser(volume_context).Parse();
+}
+
+bool UsesPodIps(const CertificateSpec& spec) { return spec.wants_pod_ip || spec.wants_pod_ips; }
+
+Status ApplyPodIps(CertificateSpec& spec, const std::vector<std::string>& pod_ips) {
+  std::vector<std::string> wanted;
+  if (spec.wants_pod_ips) {
+    wanted = pod_ips;
+  } else if (spec.wants_pod_ip && !pod_ips.empty()) {
+    wanted.push_back(pod_ips.front());
+  }
+  for (const std::string& ip : wanted) {
+    std::optional<std::string> canonical = CanonicalIp(ip);
+    if (!canonical) {
+      return Status::InvalidArgument("the pod's IP " + QuoteUserValue(ip) +
+                                     " is not an IPv4 or IPv6 address");
+    }
+    auto& known = spec.ip_addresses;
+    if (std::find(known.begin(), known.end(), *canonical) == known.end()) {
+      known.push_back(*canonical);
+    }
+  }
+  return Status::Ok();
 }
 
 std::map<std::string, std::string> StorableAttributes(

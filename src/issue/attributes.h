@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "issue/request.h"
@@ -34,6 +35,17 @@ PodInfo PodInfoFromContext(const std::map<std::string, std::string>& volume_cont
 // copies attributes of other domains into `annotations`. Any problem is
 // INVALID_ARGUMENT whose message starts with the offending attribute key.
 Result<CertificateSpec> ParseAttributes(const std::map<std::string, std::string>& volume_context);
+
+// Whether ip-sans names the pod's addresses (${POD_IP} or ${POD_IPS}, each
+// only as a whole item), which kubelet does not know at publish time.
+bool UsesPodIps(const CertificateSpec& spec);
+
+// Adds the pod's addresses the spec asks for to spec.ip_addresses (canonical,
+// without duplicates): ${POD_IP} the first of `pod_ips` (status.podIP),
+// ${POD_IPS} all of them (status.podIPs). With `pod_ips` empty nothing is
+// added: the certificate is issued without them. INVALID_ARGUMENT when an
+// address does not parse.
+Status ApplyPodIps(CertificateSpec& spec, const std::vector<std::string>& pod_ips);
 
 // The volume context minus the values that must not be written to the
 // database: csi.storage.k8s.io/serviceAccount.tokens (live bearer tokens;

@@ -1,6 +1,7 @@
 #include "issue/certificate_info.h"
 #include "issue/certificate_info_x509.h"
 
+#include <arpa/inet.h>
 #include <openssl/pem.h>
 
 #include <ctime>
@@ -61,6 +62,17 @@ Result<CertificateInfo> DescribeCertificate(X509* cert) {
   }
   for (int i = 0; names != nullptr && i < sk_GENERAL_NAME_num(names.get()); ++i) {
     const GENERAL_NAME* name = sk_GENERAL_NAME_value(names.get(), i);
+    if (name->type == GEN_IPADD) {
+      const ASN1_OCTET_STRING* ip = name->d.iPAddress;
+      const int length = ASN1_STRING_length(ip);
+      char text[INET6_ADDRSTRLEN];
+      if ((length == 4 || length == 16) &&
+          inet_ntop(length == 4 ? AF_INET : AF_INET6, ASN1_STRING_get0_data(ip), text,
+                    sizeof(text)) != nullptr) {
+        info.ip_addresses.emplace_back(text);
+      }
+      continue;
+    }
     if (name->type != GEN_DNS) continue;
     const ASN1_IA5STRING* dns = name->d.dNSName;
     info.dns_names.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(dns)),

@@ -22,6 +22,8 @@ struct CertificateInfo {
   std::string subject;
   // The dNSName entries of subjectAltName, in certificate order.
   std::vector<std::string> dns_names;
+  // The iPAddress entries, as inet_ntop writes them ("10.1.2.3", "fd00::5").
+  std::vector<std::string> ip_addresses;
 };
 
 // Parses the first certificate of a PEM chain. INVALID_ARGUMENT when there is

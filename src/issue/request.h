@@ -85,6 +85,15 @@ struct CertificateSpec {
   std::string jks_truststore_filename = "truststore.jks";
   std::string jks_password;
 
+  // ip-sans items "${POD_IP}" (the pod's first address) and "${POD_IPS}"
+  // (all of them): unknown when kubelet publishes, added to ip_addresses by
+  // ApplyPodIps once the driver has seen them (attributes.h).
+  bool wants_pod_ip = false;
+  bool wants_pod_ips = false;
+  // csi.cert-manager.io/pod-ip-readiness-gate: the driver sets the pod's
+  // readiness gate condition once the certificate carries its IPs.
+  bool pod_ip_readiness_gate = false;
+
   // Attributes of other domains, passed to issuers that use them (the
   // cert-manager issuer turns them into CertificateRequest annotations).
   std::map<std::string, std::string> annotations;

@@ -71,7 +71,11 @@ SlistPtr SetRequestOptions(CURL* curl, const Request& request, const std::string
   SlistPtr headers;
   AppendHeader(headers, "Accept: application/json");
   if (!token.empty()) AppendHeader(headers, "Authorization: Bearer " + token);
-  if (!request.body.empty()) AppendHeader(headers, "Content-Type: application/json");
+  if (!request.body.empty()) {
+    AppendHeader(headers, request.method == "PATCH"
+                              ? "Content-Type: application/strategic-merge-patch+json"
+                              : "Content-Type: application/json");
+  }
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers.get());
 
   if (request.method == "POST") {

@@ -45,7 +45,8 @@ struct Request {
   std::string method = "GET";
   // Absolute path with any query string, e.g. "/api/v1/namespaces/x/pods?limit=1".
   std::string path;
-  // JSON body, sent (with Content-Type application/json) when non-empty.
+  // JSON body, sent when non-empty with Content-Type application/json, or
+  // for a PATCH application/strategic-merge-patch+json.
   std::string body;
   // When non-empty, sent instead of the configured credentials' token (e.g. a
   // pod's own service account token).

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <stop_token>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "kube/client.h"
@@ -36,5 +38,26 @@ struct PodRef {
 Result<PodLiveness> ReadPodLiveness(Client* client, const PodRef& pod,
                                     std::chrono::steady_clock::time_point deadline,
                                     std::stop_token stop);
+
+// What a pod watch needs of one Pod object: who it is and its addresses.
+struct PodAddresses {
+  PodRef pod;
+  // status.podIPs[*].ip in order (status.podIP first), or status.podIP
+  // alone when podIPs is absent; empty before the sandbox has an address.
+  std::vector<std::string> ips;
+};
+
+// Reads a Pod object's JSON text. INVALID_ARGUMENT when it is not an object
+// with metadata.uid; a missing or malformed status gives no addresses.
+Result<PodAddresses> ParsePodAddresses(std::string_view pod_json);
+
+// Sets condition `type` of the pod to status "True" with `reason` and
+// `message`: one strategic-merge PATCH of pods/<name>/status (conditions
+// merge by type, so others are kept), with the pod's UID as precondition so
+// a new pod of the same name is never marked (409 CONFLICT then, as
+// ABORTED). Needs RBAC `patch` on pods/status.
+Status SetPodConditionTrue(Client* client, const PodRef& pod, std::string_view type,
+                           std::string_view reason, std::string_view message,
+                           std::chrono::steady_clock::time_point deadline, std::stop_token stop);
 
 }  // namespace certmount::kube

@@ -24,11 +24,20 @@ Watcher::Watcher(Client* client, WatcherOptions options,
                  std::function<void(const WatchEvent&)> on_event)
     : client_(client), options_(std::move(options)), on_event_(std::move(on_event)) {}
 
+std::string Watcher::SelectorQuery() const {
+  std::string query;
+  if (!options_.label_selector.empty()) {
+    query += "labelSelector=" + QueryEscape(options_.label_selector);
+  }
+  if (!options_.field_selector.empty()) {
+    query += (query.empty() ? "" : "&") + ("fieldSelector=" + QueryEscape(options_.field_selector));
+  }
+  return query;
+}
+
 Status Watcher::List(std::stop_token stop) {
   std::string path = options_.collection_path;
-  if (!options_.label_selector.empty()) {
-    path += "?labelSelector=" + QueryEscape(options_.label_selector);
-  }
+  if (std::string query = SelectorQuery(); !query.empty()) path += "?" + query;
   auto deadline = client_->clock().SteadyNow() + kListTimeout;
   CERTMOUNT_ASSIGN_OR_RETURN(Response response,
                              client_->Call({"GET", path, "", ""}, deadline, stop));
@@ -45,9 +54,7 @@ Status Watcher::List(std::stop_token stop) {
 
 Status Watcher::WatchOnce(std::stop_token stop, bool* saw_event) {
   std::string path = options_.collection_path + "?watch=1&allowWatchBookmarks=true";
-  if (!options_.label_selector.empty()) {
-    path += "&labelSelector=" + QueryEscape(options_.label_selector);
-  }
+  if (std::string query = SelectorQuery(); !query.empty()) path += "&" + query;
   path += "&resourceVersion=" + QueryEscape(resource_version_);
   path += "&timeoutSeconds=" + std::to_string(options_.watch_timeout.count());
   // A little longer than the server's own timeout, so the server ends it.

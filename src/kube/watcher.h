@@ -27,6 +27,8 @@ struct WatcherOptions {
   std::string collection_path;
   // labelSelector value; empty for none.
   std::string label_selector;
+  // fieldSelector value, e.g. "spec.nodeName=node-1"; empty for none.
+  std::string field_selector;
   // The server ends each watch after this long (timeoutSeconds); the watcher
   // then resumes. Bounds how long a half-dead connection can go unnoticed.
   std::chrono::seconds watch_timeout{300};
@@ -52,6 +54,8 @@ class Watcher {
  private:
   // One list; sets resource_version_. Delivers the items.
   Status List(std::stop_token stop);
+  // "labelSelector=...&fieldSelector=..." for the options' selectors ("" for none).
+  std::string SelectorQuery() const;
   // One watch connection from resource_version_.
   Status WatchOnce(std::stop_token stop, bool* saw_event);
 

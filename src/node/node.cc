@@ -12,6 +12,7 @@
 #include "issue/local_ca.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "kube/pod.h"
 
 namespace certmount {
 namespace {
@@ -31,10 +32,10 @@ Status CheckStartable(const NodeOptions& options, Env* env) {
   return Status::Ok();
 }
 
-// The cert-manager issuer from --kubeconfig (else the in-cluster config).
-// Creating the client does not contact the API server, so an unreachable
-// one delays nothing here; issuances report it as UNAVAILABLE.
-Result<std::unique_ptr<Issuer>> MakeCertManagerIssuer(const NodeOptions& options) {
+// The Kubernetes client from --kubeconfig (else the in-cluster config).
+// Creating it does not contact the API server, so an unreachable one delays
+// nothing here; calls report it as UNAVAILABLE.
+Result<std::shared_ptr<kube::Client>> MakeKubeClient(const NodeOptions& options) {
   Result<kube::KubeConfig> config = options.kubeconfig.empty()
                                         ? kube::LoadInClusterConfig()
                                         : kube::LoadKubeconfig(options.kubeconfig);
@@ -49,11 +50,17 @@ Result<std::unique_ptr<Issuer>> MakeCertManagerIssuer(const NodeOptions& options
   client_options.burst = options.kube_api_burst;
   CERTMOUNT_ASSIGN_OR_RETURN(std::unique_ptr<kube::Client> client,
                              kube::Client::Create(std::move(*config), client_options));
+  return std::shared_ptr<kube::Client>(std::move(client));
+}
+
+// The cert-manager issuer, on a new client that is also kept in `client`.
+Result<std::unique_ptr<Issuer>> MakeCertManagerIssuer(const NodeOptions& options,
+                                                      std::shared_ptr<kube::Client>* client) {
+  CERTMOUNT_ASSIGN_OR_RETURN(*client, MakeKubeClient(options));
   CertManagerIssuerOptions issuer_options;
   issuer_options.node_id = options.node_id;
   issuer_options.max_requests_per_volume = options.max_requests_per_volume;
-  return std::unique_ptr<Issuer>(std::make_unique<CertManagerIssuer>(
-      std::shared_ptr<kube::Client>(std::move(client)), issuer_options));
+  return std::unique_ptr<Issuer>(std::make_unique<CertManagerIssuer>(*client, issuer_options));
 }
 
 // The local CA's files: --ca-cert/--ca-key, else the generated pair under
@@ -135,7 +142,7 @@ Status Node::OpenState() {
 
 Status Node::OpenIssuer() {
   if (options_.issuer == IssuerKind::kCertManager) {
-    Result<std::unique_ptr<Issuer>> issuer = MakeCertManagerIssuer(options_);
+    Result<std::unique_ptr<Issuer>> issuer = MakeCertManagerIssuer(options_, &kube_client_);
     if (!issuer.ok()) return Failed("cannot set up the cert-manager issuer", issuer.status());
     issuer_ = std::move(*issuer);
     return Status::Ok();
@@ -157,6 +164,8 @@ void Node::Wire() {
   publisher_options.step_hook = options_.publish_step_hook;
   publisher_options.history_limit = options_.history_limit;
   publisher_options.spiffe_trust_domain = options_.spiffe_trust_domain;
+  // ${POD_IP} needs the pod watch, hence cluster access.
+  if (kube_client_ != nullptr) publisher_options.pod_ips = &pod_ips_;
   if (options_.use_token_request) {
     // Only a signer that acts as the pod can use its token.
     if (options_.issuer == IssuerKind::kCertManager) {
@@ -173,10 +182,43 @@ void Node::Wire() {
   renewer_options.store = store_.get();
   renewer_options.tokens = publisher_options.tokens;
   renewer_options.spiffe_trust_domain = options_.spiffe_trust_domain;
+  renewer_options.pod_ips = publisher_options.pod_ips;
+  renewer_options.on_renewed = [this](const std::string& volume_id) {
+    if (pod_ip_reissuer_ != nullptr) pod_ip_reissuer_->OnRenewed(volume_id);
+  };
   renewer_ = std::make_unique<Renewer>(renewer_options, issuer_.get(), env_, &clock_);
   scheduler_ =
       std::make_unique<RenewalScheduler>(options_.scheduler, store_.get(), renewer_.get(), &clock_);
+  if (kube_client_ != nullptr) WirePodIps();
   health_ = std::make_unique<VolumeHealthChecker>(options_.data_root, store_.get(), env_, &clock_);
+}
+
+// The pod watch is opened only once a volume asks for its pod's addresses.
+void Node::WirePodIps() {
+  PodIpReissuerOptions reissuer_options;
+  reissuer_options.data_root = options_.data_root;
+  reissuer_options.set_condition = [client = kube_client_](const kube::PodRef& pod,
+                                                           std::stop_token stop) {
+    return kube::SetPodConditionTrue(
+        client.get(), pod, kPodIpReadinessCondition, "CertificateHasPodIPs",
+        "certmount issued the volume's certificate with the pod's IP addresses",
+        client->clock().SteadyNow() + std::chrono::seconds(30), std::move(stop));
+  };
+  reissuer_options.start_watch = [this] {
+    kube::WatcherOptions watch;
+    watch.collection_path = "/api/v1/pods";
+    watch.field_selector = "spec.nodeName=" + options_.node_id;
+    pod_watcher_ = std::make_unique<kube::Watcher>(
+        kube_client_.get(), watch,
+        [reissuer = pod_ip_reissuer_.get()](const kube::WatchEvent& event) {
+          reissuer->OnPodEvent(event);
+        });
+    pod_watch_ = std::jthread(
+        [watcher = pod_watcher_.get()](std::stop_token stop) { watcher->Run(std::move(stop)); });
+    spdlog::info("watching the pods of node {} for their addresses", options_.node_id);
+  };
+  pod_ip_reissuer_ = std::make_unique<PodIpReissuer>(
+      std::move(reissuer_options), store_.get(), renewer_.get(), scheduler_.get(), &pod_ips_, env_);
 }
 
 // Served from before the startup cleanup: /healthz answers during a long
@@ -240,7 +282,12 @@ void Node::ReissueLeavesOfOtherCas() {
 }
 
 Node::Renewing Node::StartRenewals(ScheduleLoaded /*loaded*/) {
-  publisher_->set_observer(scheduler_.get());
+  if (pod_ip_reissuer_ != nullptr) {
+    publisher_->set_observer(pod_ip_reissuer_.get());
+    pod_ip_reissuer_->Start();
+  } else {
+    publisher_->set_observer(scheduler_.get());
+  }
   publisher_->set_reissuer(
       [renewer = renewer_.get()](const VolumeRecord& volume, std::stop_token stop) {
         return renewer->Renew(volume, std::move(stop));
@@ -326,6 +373,11 @@ void Node::Shutdown() {
   metrics_server_->SetStartupComplete(false);
   // No renewal starts from here on; running ones are cancelled and keep their
   // stored schedule, so the next start retries them on time.
+  if (pod_ip_reissuer_ != nullptr) pod_ip_reissuer_->Stop();
+  if (pod_watch_.joinable()) {
+    pod_watch_.request_stop();
+    pod_watch_.join();
+  }
   scheduler_->Stop();
 
   // Running handlers get the grace period; publishes still issuing after it

@@ -35,12 +35,16 @@
 #include "csi/node_service.h"
 #include "issue/issuer.h"
 #include "issue/local_ca_watcher.h"
+#include "kube/client.h"
+#include "kube/watcher.h"
+#include "renew/pod_ip_reissuer.h"
 #include "renew/renewer.h"
 #include "renew/scheduler.h"
 #include "renew/volume_health.h"
 #include "state/data_root_lock.h"
 #include "state/store.h"
 #include "volume/legacy_data_root.h"
+#include "volume/pod_ips.h"
 #include "volume/publisher.h"
 #include "volume/service_account_tokens.h"
 
@@ -158,6 +162,7 @@ class Node {
   // scheduler to re-issue every loaded volume whose leaf the current CA did
   // not sign, so a restart in the middle of a rotation forgets no old leaf.
   void ReissueLeavesOfOtherCas();
+  void WirePodIps();
 
   NodeOptions options_;
   const Clock& clock_ = SystemClock::Instance();
@@ -170,11 +175,18 @@ class Node {
   std::unique_ptr<LocalCaWatcher> ca_watcher_;  // local CA only
   LocalCa* local_ca_ = nullptr;                 // issuer_, when it is the local CA
   std::mutex ca_reload_mu_;                     // one reload at a time
-  ServiceAccountTokens tokens_;                 // pods' tokens, in memory only
+  // Cluster access (cert-manager mode); null with the local CA.
+  std::shared_ptr<kube::Client> kube_client_;
+  PodIps pod_ips_;               // the node's pods' addresses, from the pod watch
+  ServiceAccountTokens tokens_;  // pods' tokens, in memory only
   std::unique_ptr<Publisher> publisher_;
   std::unique_ptr<Renewer> renewer_;
   std::unique_ptr<RenewalScheduler> scheduler_;
   std::unique_ptr<VolumeHealthChecker> health_;
+  // ${POD_IP}: the reissuer, and the pod watch it starts on first need.
+  std::unique_ptr<PodIpReissuer> pod_ip_reissuer_;
+  std::unique_ptr<kube::Watcher> pod_watcher_;
+  std::jthread pod_watch_;
   // The collector reads the store and the scheduler; the server that runs
   // it stops first.
   std::optional<StateCollector> state_metrics_;

@@ -27,9 +27,17 @@ Result<CertificateSpec> Renewer::LoadSpec(const VolumeRecord& volume, const Volu
   attributes = volume.attributes;
   CERTMOUNT_ASSIGN_OR_RETURN(auto secrets, LoadSecretAttributes(layout, env_));
   for (auto& [key, value] : secrets) attributes[key] = std::move(value);
+  const std::string what = "volume " + volume.volume_id + " attributes";
   Result<CertificateSpec> spec = ParseVolumeAttributes(attributes, options_.spiffe_trust_domain);
-  if (!spec.ok()) return spec.status().WithContext("volume " + volume.volume_id + " attributes");
+  if (!spec.ok()) return spec.status().WithContext(what);
+  Status applied = ApplyKnownPodIps(*spec, PodInfoFromContext(attributes).uid, options_.pod_ips);
+  if (!applied.ok()) return applied.WithContext(what);
   return spec;
+}
+
+Result<CertificateSpec> Renewer::SpecOf(const VolumeRecord& volume) const {
+  std::map<std::string, std::string> attributes;
+  return LoadSpec(volume, VolumeLayout::For(options_.data_root, volume.volume_id), attributes);
 }
 
 Status Renewer::RefreshTrustBundle(const VolumeRecord& volume) {
@@ -60,7 +68,7 @@ Result<IssuedCertificateFields> Renewer::Renew(const VolumeRecord& volume, std::
   IssuanceRequest request;
   request.volume_id = volume.volume_id;
   request.spec = &*spec;
-  request.pod = PodInfoFromContext(attributes);
+  request.pod = PodInfoFromContext(volume.attributes);
   request.layout = layout;
   if (volume.file_group.has_value()) request.ownership.gid = static_cast<gid_t>(*volume.file_group);
   request.reuse_existing_key = spec->reuse_private_key;
@@ -94,6 +102,7 @@ Result<IssuedCertificateFields> Renewer::Renew(const VolumeRecord& volume, std::
   if (issued.ok() && issuer_->Resumable()) {
     issuer_->Retire(request.pod.namespace_, volume.volume_id, static_cast<uint64_t>(number));
   }
+  if (issued.ok() && options_.on_renewed) options_.on_renewed(volume.volume_id);
   return issued;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <stop_token>
 #include <string>
@@ -15,6 +16,7 @@
 #include "issue/request.h"
 #include "state/store.h"
 #include "state/volume_record.h"
+#include "volume/pod_ips.h"
 #include "volume/service_account_tokens.h"
 #include "volume/volume_layout.h"
 
@@ -35,12 +37,21 @@ struct RenewerOptions {
   // --spiffe-trust-domain; empty: off. The identity is rebuilt from the
   // stored pod info (ParseVolumeAttributes), never from attributes.
   std::string spiffe_trust_domain;
+  // The pods' addresses for ${POD_IP} and ${POD_IPS} (see PublisherOptions).
+  const PodIps* pod_ips = nullptr;
+  // Called with the volume's id after each successful renewal.
+  std::function<void(const std::string& volume_id)> on_renewed = nullptr;
 };
 
 class Renewer {
  public:
   // `issuer`, `env` and `clock` must outlive the Renewer.
   Renewer(RenewerOptions options, Issuer* issuer, Env* env, const Clock* clock);
+
+  // The volume's CertificateSpec from `volume.attributes` plus the secret
+  // attributes kept in its private directory, with the pod's addresses as
+  // far as they are known (ApplyKnownPodIps).
+  Result<CertificateSpec> SpecOf(const VolumeRecord& volume) const;
 
   // Rebuilds the CertificateSpec from `volume.attributes` plus the secret
   // attributes kept in the volume's private directory, and issues into the

@@ -136,6 +136,17 @@ void RenewalScheduler::OnMounted(const ScheduledVolume& volume) {
   if (timer_.begin()->second == volume.volume_id) dispatcher_wake_.notify_one();
 }
 
+bool RenewalScheduler::RenewNow(const std::string& volume_id) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(volume_id);
+  if (it == entries_.end() || it->second.removed) return false;
+  refresh_outstanding_ = true;
+  int64_t index = 0;
+  RequestLocked(volume_id, it->second, VolumeRefresh::kReissue, clock_->NowUnix(), index);
+  dispatcher_wake_.notify_one();
+  return true;
+}
+
 void RenewalScheduler::OnRemoved(const std::string& volume_id) {
   std::unique_lock lock(mu_);
   auto it = entries_.find(volume_id);

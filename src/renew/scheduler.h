@@ -120,6 +120,11 @@ class RenewalScheduler final : public VolumeObserver {
   // The same for the scheduled volumes among `volume_ids` only, without the
   // window that RequestForAll opens for volumes mounted after it.
   void RequestFor(const std::vector<std::string>& volume_ids, VolumeRefresh work);
+  // Makes a scheduled volume due now (e.g. its pod's addresses just became
+  // known). One being renewed is renewed once more right after, as that
+  // renewal may have started before the change. False for a volume that is
+  // not scheduled.
+  bool RenewNow(const std::string& volume_id);
 
   // The volumes that may start now: due by the clock, at most one issuer
   // token each, and no more than the free worker slots. They count as busy

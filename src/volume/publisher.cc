@@ -338,6 +338,8 @@ Status Publisher::PublishOnce(const PublishRequest& request) {
   CERTMOUNT_ASSIGN_OR_RETURN(
       CertificateSpec spec,
       ParseVolumeAttributes(request.volume_context, options_.spiffe_trust_domain));
+  CERTMOUNT_RETURN_IF_ERROR(
+      ApplyKnownPodIps(spec, PodInfoFromContext(request.volume_context).uid, options_.pod_ips));
   if (options_.tokens != nullptr) {
     // Every publish, a repeat of a mounted volume included (kubelet
     // republishes to hand over fresh tokens), refreshes the token renewals use.

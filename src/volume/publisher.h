@@ -24,6 +24,7 @@
 #include "issue/request.h"
 #include "state/store.h"
 #include "volume/mount.h"
+#include "volume/pod_ips.h"
 #include "volume/service_account_tokens.h"
 #include "volume/volume_observer.h"
 
@@ -64,6 +65,9 @@ struct PublisherOptions {
   // With --use-token-request: where the pods' tokens are kept for renewals;
   // each publish then signs with the pod's own token. Null: the driver's.
   ServiceAccountTokens* tokens = nullptr;
+  // The pods' addresses for ${POD_IP} and ${POD_IPS} (volume/pod_ips.h);
+  // null when the driver cannot watch pods, which refuses such volumes.
+  const PodIps* pod_ips = nullptr;
   // Rows of issuance history kept per volume (the publish writes the first).
   int history_limit = 10;
   // --spiffe-trust-domain; empty: off. See ParseVolumeAttributes.

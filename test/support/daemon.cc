@@ -190,7 +190,7 @@ csi::v1::NodePublishVolumeRequest KubeletPublishRequest(
   context["csi.storage.k8s.io/ephemeral"] = "true";
   context["csi.storage.k8s.io/pod.name"] = "web-0";
   context["csi.storage.k8s.io/pod.namespace"] = "default";
-  context["csi.storage.k8s.io/pod.uid"] = "0b5c1c8e-8f5e-4c4e-9d3a-2f9a4f0e6b11";
+  context["csi.storage.k8s.io/pod.uid"] = kKubeletPodUid;
   context["csi.storage.k8s.io/serviceAccount.name"] = "web";
   for (const auto& [key, value] : attributes) context[key] = value;
   return request;

@@ -85,6 +85,9 @@ std::unique_ptr<grpc::ClientContext> CallContext(
 
 // A NodePublishVolumeRequest as kubelet sends it for an ephemeral inline
 // volume: readonly, mount capability, pod info and the ephemeral flag.
+// The pod UID KubeletPublishRequest sends (csi.storage.k8s.io/pod.uid).
+inline constexpr char kKubeletPodUid[] = "0b5c1c8e-8f5e-4c4e-9d3a-2f9a4f0e6b11";
+
 csi::v1::NodePublishVolumeRequest KubeletPublishRequest(
     const std::string& volume_id, const std::string& target_path,
     const std::map<std::string, std::string>& attributes);

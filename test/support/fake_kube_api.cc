@@ -28,6 +28,15 @@ void Reply(httplib::Response& response, int code, const json& body) {
   response.set_content(body.dump(), "application/json");
 }
 
+void ReplyList(httplib::Response& response, const char* api_version, const char* kind, json items,
+               int64_t resource_version) {
+  Reply(response, 200,
+        {{"apiVersion", api_version},
+         {"kind", kind},
+         {"metadata", {{"resourceVersion", std::to_string(resource_version)}}},
+         {"items", std::move(items)}});
+}
+
 void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
@@ -50,6 +59,21 @@ bool MatchesSelector(const json& object, const std::string& selector) {
     if (!labels.contains(key) || labels[key] != value) return false;
   }
   return true;
+}
+
+// The one field selector the pods collection is asked for here; the real
+// server refuses fields it does not index for pods with 400.
+std::optional<std::string> NodeOfFieldSelector(const std::string& selector) {
+  constexpr std::string_view kNodeName = "spec.nodeName=";
+  if (selector.empty()) return std::string();
+  if (selector.rfind(kNodeName, 0) != 0) return std::nullopt;
+  return selector.substr(kNodeName.size());
+}
+
+bool OnNode(const json& pod, const std::string& node) {
+  if (node.empty()) return true;
+  auto spec = pod.find("spec");
+  return spec != pod.end() && spec->is_object() && spec->value("nodeName", "") == node;
 }
 
 json Condition(const std::string& type, const std::string& status, const std::string& reason,
@@ -172,6 +196,30 @@ FakeKubeApi::FakeKubeApi() : tokens_{kToken} {
     Reply(response, 200, it->second);
   });
 
+  server_->Get(
+      "/api/v1/pods", [this](const httplib::Request& request, httplib::Response& response) {
+        const bool watch = Param(request, "watch") == "1" || Param(request, "watch") == "true";
+        if (!Admit(request, response, watch)) return;
+        if (!NodeOfFieldSelector(Param(request, "fieldSelector"))) {
+          Reply(response, 400,
+                StatusBody(400, "BadRequest",
+                           "field label not supported: " + Param(request, "fieldSelector")));
+          return;
+        }
+        if (watch) {
+          Watch("", request, response, "pods");
+        } else {
+          ListPods(request, response);
+        }
+      });
+  server_->Patch("/api/v1/namespaces/([^/]+)/pods/([^/]+)/status",
+                 [this](const httplib::Request& request, httplib::Response& response) {
+                   if (!Admit(request, response, false)) return;
+                   PatchPodStatus(
+                       std::string(request.matches[1]) + "/" + std::string(request.matches[2]),
+                       request, response);
+                 });
+
   port_ = server_->bind_to_any_port("127.0.0.1");
   if (port_ <= 0) throw std::runtime_error("cannot bind the fake API server");
   server_thread_ = std::thread([this] { server_->listen_after_bind(); });
@@ -203,18 +251,112 @@ void FakeKubeApi::RevokeToken(const std::string& token) {
 }
 
 void FakeKubeApi::PutPod(const std::string& namespace_, const std::string& name,
-                         const std::string& uid) {
+                         const std::string& uid, const std::string& node) {
   std::lock_guard lock(mutex_);
-  pods_[namespace_ + "/" + name] = {{"apiVersion", "v1"},
-                                    {"kind", "Pod"},
-                                    {"metadata",
-                                     {{"name", name},
-                                      {"namespace", namespace_},
-                                      {"uid", uid},
-                                      {"resourceVersion", std::to_string(++resource_version_)}}},
-                                    {"spec", {{"nodeName", "test-node"}}},
-                                    {"status", {{"phase", "Running"}}}};
+  const std::string key = namespace_ + "/" + name;
+  const bool replaced = pods_.count(key) != 0;
+  if (replaced) {
+    json old = pods_[key];
+    old["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
+    events_.push_back({resource_version_, "DELETED", old, "pods"});
+  }
+  pods_[key] = {{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata", {{"name", name}, {"namespace", namespace_}, {"uid", uid}}},
+                {"spec", {{"nodeName", node}}},
+                {"status", {{"phase", "Running"}}}};
+  PodChangedLocked(key, "ADDED");
+}
+
+void FakeKubeApi::SetPodIps(const std::string& namespace_, const std::string& name,
+                            const std::vector<std::string>& ips) {
+  std::lock_guard lock(mutex_);
+  const std::string key = namespace_ + "/" + name;
+  auto it = pods_.find(key);
+  if (it == pods_.end()) return;
+  json pod_ips = json::array();
+  for (const std::string& ip : ips) pod_ips.push_back({{"ip", ip}});
+  it->second["status"]["podIP"] = ips.empty() ? "" : ips.front();
+  it->second["status"]["podIPs"] = pod_ips;
+  PodChangedLocked(key, "MODIFIED");
+}
+
+std::optional<json> FakeKubeApi::Pod(const std::string& namespace_, const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  auto it = pods_.find(namespace_ + "/" + name);
+  if (it == pods_.end()) return std::nullopt;
+  return it->second;
+}
+
+void FakeKubeApi::PodChangedLocked(const std::string& key, const std::string& type) {
+  json& pod = pods_[key];
+  pod["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
+  events_.push_back({resource_version_, type, pod, "pods"});
   changed_.notify_all();
+}
+
+void FakeKubeApi::ListPods(const httplib::Request& request, httplib::Response& response) {
+  const std::string node = NodeOfFieldSelector(Param(request, "fieldSelector")).value_or("");
+  std::lock_guard lock(mutex_);
+  json items = json::array();
+  for (const auto& [key, pod] : pods_) {
+    if (OnNode(pod, node)) items.push_back(pod);
+  }
+  ReplyList(response, "v1", "PodList", std::move(items), resource_version_);
+}
+
+void FakeKubeApi::PatchPodStatus(const std::string& key, const httplib::Request& request,
+                                 httplib::Response& response) {
+  const std::string type = request.get_header_value("Content-Type");
+  const bool strategic = type == "application/strategic-merge-patch+json";
+  if (!strategic && type != "application/merge-patch+json") {
+    Reply(response, 415,
+          StatusBody(415, "UnsupportedMediaType",
+                     "the body of the request was in an unknown format - accepted media types "
+                     "include: application/json-patch+json, application/merge-patch+json, "
+                     "application/apply-patch+yaml, application/strategic-merge-patch+json"));
+    return;
+  }
+  json patch = json::parse(request.body, nullptr, false);
+  std::lock_guard lock(mutex_);
+  auto it = pods_.find(key);
+  if (it == pods_.end()) {
+    Reply(response, 404, StatusBody(404, "NotFound", "pods \"" + key + "\" not found"));
+    return;
+  }
+  if (!patch.is_object()) {
+    Reply(response, 400, StatusBody(400, "BadRequest", "the patch is not a JSON object"));
+    return;
+  }
+  json& pod = it->second;
+  const std::string uid = pod["metadata"].value("uid", "");
+  if (patch.contains("metadata") && patch["metadata"].contains("uid") &&
+      patch["metadata"]["uid"] != uid) {
+    Reply(response, 409,
+          StatusBody(409, "Conflict",
+                     "Precondition failed: UID in precondition: " +
+                         patch["metadata"]["uid"].dump() + ", UID in object meta: " + uid));
+    return;
+  }
+  // pods/status takes only the status; a strategic merge keys conditions by type.
+  json status = patch.value("status", json::object());
+  if (strategic && status.contains("conditions") && status["conditions"].is_array()) {
+    json merged = pod["status"].value("conditions", json::array());
+    for (const json& condition : status["conditions"]) {
+      auto same = std::find_if(merged.begin(), merged.end(), [&](const json& existing) {
+        return existing.value("type", "") == condition.value("type", "");
+      });
+      if (same != merged.end()) {
+        same->merge_patch(condition);
+      } else {
+        merged.push_back(condition);
+      }
+    }
+    status["conditions"] = merged;
+  }
+  pod["status"].merge_patch(status);
+  PodChangedLocked(key, "MODIFIED");
+  Reply(response, 200, pod);
 }
 
 void FakeKubeApi::TerminatePod(const std::string& namespace_, const std::string& name) {
@@ -223,13 +365,17 @@ void FakeKubeApi::TerminatePod(const std::string& namespace_, const std::string&
   if (it == pods_.end()) return;
   it->second["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:30Z";
   it->second["metadata"]["deletionGracePeriodSeconds"] = 30;
-  it->second["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
-  changed_.notify_all();
+  PodChangedLocked(it->first, "MODIFIED");
 }
 
 void FakeKubeApi::DeletePod(const std::string& namespace_, const std::string& name) {
   std::lock_guard lock(mutex_);
-  pods_.erase(namespace_ + "/" + name);
+  auto it = pods_.find(namespace_ + "/" + name);
+  if (it == pods_.end()) return;
+  json pod = it->second;
+  pods_.erase(it);
+  pod["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
+  events_.push_back({resource_version_, "DELETED", pod, "pods"});
   changed_.notify_all();
 }
 
@@ -521,16 +667,14 @@ void FakeKubeApi::List(const std::string& namespace_, const httplib::Request& re
     if (!namespace_.empty() && object["metadata"].value("namespace", "") != namespace_) continue;
     if (MatchesSelector(object, selector)) items.push_back(object);
   }
-  Reply(response, 200,
-        {{"apiVersion", "cert-manager.io/v1"},
-         {"kind", "CertificateRequestList"},
-         {"metadata", {{"resourceVersion", std::to_string(resource_version_)}}},
-         {"items", items}});
+  ReplyList(response, "cert-manager.io/v1", "CertificateRequestList", std::move(items),
+            resource_version_);
 }
 
 void FakeKubeApi::Watch(const std::string& namespace_, const httplib::Request& request,
-                        httplib::Response& response) {
+                        httplib::Response& response, const std::string& resource) {
   const std::string selector = Param(request, "labelSelector");
+  const std::string node = NodeOfFieldSelector(Param(request, "fieldSelector")).value_or("");
   const std::string version_text = Param(request, "resourceVersion");
   const int timeout_seconds = std::atoi(Param(request, "timeoutSeconds").c_str());
   int64_t from = 0;
@@ -573,7 +717,7 @@ void FakeKubeApi::Watch(const std::string& namespace_, const httplib::Request& r
   response.status = 200;
   response.set_chunked_content_provider(
       "application/json",
-      [this, stream, namespace_, selector](size_t, httplib::DataSink& sink) {
+      [this, stream, namespace_, selector, resource, node](size_t, httplib::DataSink& sink) {
         std::unique_lock lock(mutex_);
         changed_.wait_for(lock, std::chrono::milliseconds(100), [&] {
           return stopping_ || drop_generation_ != stream->generation ||
@@ -589,6 +733,7 @@ void FakeKubeApi::Watch(const std::string& namespace_, const httplib::Request& r
         for (const Event& event : events_) {
           if (event.resource_version <= stream->sent_through) continue;
           stream->sent_through = event.resource_version;
+          if (event.resource != resource || !OnNode(event.object, node)) continue;
           if (!namespace_.empty() &&
               event.object["metadata"].value("namespace", "") != namespace_) {
             continue;

@@ -4,7 +4,11 @@
 // resourceVersions, create/get/list/delete, and watches (chunked
 // newline-delimited JSON) that can be dropped or expired (410 Gone). Each
 // created request is answered per the current SignerPolicy, signing with a
-// LocalCa. Pods (GET only) with UIDs and deletion timestamps, and service
+// LocalCa. Pods with UIDs, nodes, addresses and deletion timestamps: GET,
+// list and watch of /api/v1/pods with fieldSelector spec.nodeName=<node>
+// (resourceVersions and events shared with the requests, as in etcd), and
+// strategic-merge or merge PATCH of pods/<name>/status (conditions merge by
+// type under a strategic merge, with a metadata.uid precondition); service
 // account tokens bound to a pod that turn 401 once it is deleted. No garbage
 // collector: owned requests stay unless a client deletes them. Every request
 // is recorded so tests can check exact bodies.
@@ -72,8 +76,16 @@ class FakeKubeApi {
   void RevokeToken(const std::string& token);
 
   // Pods as GET /api/v1/namespaces/<ns>/pods/<name> shows them: Running,
-  // with `uid`. PutPod replaces one of the same name (a new UID).
-  void PutPod(const std::string& namespace_, const std::string& name, const std::string& uid);
+  // with `uid`, on `node`, without addresses yet. PutPod replaces one of
+  // the same name (a new UID).
+  void PutPod(const std::string& namespace_, const std::string& name, const std::string& uid,
+              const std::string& node = "test-node");
+  // Sets status.podIP (the first) and status.podIPs, as the kubelet does
+  // once the sandbox has its network.
+  void SetPodIps(const std::string& namespace_, const std::string& name,
+                 const std::vector<std::string>& ips);
+  // The pod as the server holds it now.
+  std::optional<nlohmann::json> Pod(const std::string& namespace_, const std::string& name) const;
   // Sets metadata.deletionTimestamp: the pod is terminating.
   void TerminatePod(const std::string& namespace_, const std::string& name);
   // Removes the pod; tokens bound to it are refused (401) from now on.
@@ -134,6 +146,7 @@ class FakeKubeApi {
     int64_t resource_version;
     std::string type;
     nlohmann::json object;
+    std::string resource = "certificaterequests";  // or "pods"
   };
   struct Failure {
     std::string method;
@@ -149,7 +162,12 @@ class FakeKubeApi {
   void List(const std::string& namespace_, const httplib::Request& request,
             httplib::Response& response);
   void Watch(const std::string& namespace_, const httplib::Request& request,
-             httplib::Response& response);
+             httplib::Response& response, const std::string& resource = "certificaterequests");
+  void ListPods(const httplib::Request& request, httplib::Response& response);
+  void PatchPodStatus(const std::string& key, const httplib::Request& request,
+                      httplib::Response& response);
+  // Must hold mutex_. Bumps the pod's resourceVersion and records the event.
+  void PodChangedLocked(const std::string& key, const std::string& type);
   // Must hold mutex_. Stores `object` with a new resourceVersion and records the event.
   void StoreLocked(nlohmann::json object, const std::string& type);
   void ApplyPolicyLocked(const std::string& key, SignerPolicy policy, const std::string& message);
