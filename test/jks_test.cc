@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "issue/attributes.h"
 #include "issue/csr.h"
 #include "issue/jks.h"
 #include "issue/local_ca.h"
@@ -28,6 +29,8 @@
 #include "support/root.h"
 #include "support/temp_dir.h"
 #include "support/x509_inspect.h"
+#include "volume/issuance.h"
+#include "volume/volume_layout.h"
 
 // keytool is a test dependency (scripts/install-deps.sh); under CI=true its
 // absence fails the test instead of silently dropping the check.
@@ -272,6 +275,52 @@ TEST_F(JksStoreTest, TruststoreHoldsEachDistinctCaUnderCertManagersAliases) {
   EXPECT_EQ(listed_empty.exit_code, 0) << listed_empty.output;
   EXPECT_NE(listed_empty.output.find("Your keystore contains 0 entries"), std::string::npos)
       << listed_empty.output;
+}
+
+// A CA rotation's bundle change (RewriteTrustBundle) keeps the certificate
+// and key but must rebuild both stores: they hold ca.crt's certificates too.
+TEST_F(JksStoreTest, ATrustBundleRewriteRebuildsBothStoresAroundTheNewBundle) {
+  CERTMOUNT_REQUIRE_KEYTOOL();
+  FakeClock clock;
+  Result<CaMaterial> material = GenerateSelfSignedCa("signing CA", 24h, clock);
+  ASSERT_TRUE(material.ok());
+  Result<std::unique_ptr<LocalCa>> ca =
+      LocalCa::FromPem(material->certificate_pem, material->private_key_pem, clock);
+  ASSERT_TRUE(ca.ok());
+  Result<CertificateSpec> spec = ParseAttributes({
+      {"csi.cert-manager.io/issuer-name", "ca"},
+      {"csi.cert-manager.io/key-algorithm", "ECDSA"},
+      {"csi.cert-manager.io/dns-names", "jks.example"},  // keytool refuses a leaf naming nothing
+      {"csi.cert-manager.io/keystore-jks-enable", "true"},
+      {"csi.cert-manager.io/keystore-jks-password", "changeit"},
+  });
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const VolumeLayout layout = VolumeLayout::For(dir_.Sub("data"), "vol");
+  ASSERT_TRUE(Env::Default()->CreateDirectories(layout.data, 0700).ok());
+  IssuanceRequest request;
+  request.volume_id = "vol";
+  request.spec = &*spec;
+  request.layout = layout;
+  request.now_unix = clock.NowUnix();
+  ASSERT_TRUE(
+      IssueIntoVolume(request, ca->get(), Env::Default(), clock.SteadyNow() + 10s, {}).ok());
+  const std::string leaf = ReadAll(layout.data + "/tls.crt");
+
+  const std::string bundle = material->certificate_pem + NewCa("next CA");
+  ASSERT_TRUE(RewriteTrustBundle(layout, *spec, bundle, {}, clock.NowUnix(), Env::Default()).ok());
+  EXPECT_EQ(ReadAll(layout.data + "/ca.crt"), bundle);
+  EXPECT_EQ(ReadAll(layout.data + "/tls.crt"), leaf);
+  for (const char* store : {"keystore.jks", "truststore.jks"}) {
+    CommandResult listed = KeytoolList(layout.data + "/" + store, "changeit", "-storetype JKS");
+    ASSERT_EQ(listed.exit_code, 0) << store << ": " << listed.output;
+    EXPECT_NE(EntryOf(listed.output, "ca-1").find("Entry type: trustedCertEntry"),
+              std::string::npos)
+        << store << ": " << listed.output;
+  }
+  CommandResult keystore = KeytoolList(layout.data + "/keystore.jks", "changeit");
+  EXPECT_NE(EntryOf(keystore.output, "certificate").find("SHA256: " + Sha256Fingerprint(leaf)),
+            std::string::npos)
+      << keystore.output;
 }
 
 TEST_F(JksStoreTest, RefusesBadInputWithInvalidArgument) {

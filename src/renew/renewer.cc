@@ -48,7 +48,7 @@ Status Renewer::RefreshTrustBundle(const VolumeRecord& volume) {
   CERTMOUNT_ASSIGN_OR_RETURN(CertificateSpec spec, LoadSpec(volume, layout, attributes));
   FileOwnership ownership;
   if (volume.file_group.has_value()) ownership.gid = static_cast<gid_t>(*volume.file_group);
-  return RewriteTrustBundle(layout, spec.ca_file, bundle, ownership, env_);
+  return RewriteTrustBundle(layout, spec, bundle, ownership, clock_->NowUnix(), env_);
 }
 
 Result<std::string> Renewer::CurrentCertificate(const VolumeRecord& volume) const {

@@ -1,5 +1,8 @@
 #include "volume/issuance.h"
 
+#include <iterator>
+#include <vector>
+
 #include "issue/certificate_info.h"
 #include "issue/csr.h"
 #include "issue/jks.h"
@@ -89,19 +92,47 @@ Result<KeyAndCsr> ResumableKeyAndCsr(const IssuanceRequest& request, Env* env,
 }
 
 // The JKS keystore (mode of the key) and truststore (only certificates: the
-// mode of ca.crt), dated by the request's clock.
-Status AddJksFiles(const CertificateSpec& spec, const PrivateKey& key,
-                   const IssuedCertificate& issued, const IssuanceRequest& request,
+// mode of ca.crt), dated `now_unix`.
+Status AddJksFiles(const CertificateSpec& spec, const PrivateKey& key, const std::string& chain_pem,
+                   const std::string& ca_pem, int64_t now_unix, const FileOwnership& ownership,
                    std::vector<FileEntry>& files) {
-  const int64_t created_ms = request.now_unix * 1000;
-  CERTMOUNT_ASSIGN_OR_RETURN(std::string keystore,
-                             BuildJksKeystore(key, issued.certificate_chain_pem, issued.ca_pem,
-                                              spec.jks_password, created_ms));
+  const int64_t created_ms = now_unix * 1000;
+  CERTMOUNT_ASSIGN_OR_RETURN(std::string keystore, BuildJksKeystore(key, chain_pem, ca_pem,
+                                                                    spec.jks_password, created_ms));
   CERTMOUNT_ASSIGN_OR_RETURN(std::string truststore,
-                             BuildJksTruststore(issued.ca_pem, spec.jks_password, created_ms));
-  files.push_back({spec.jks_filename, std::move(keystore), KeyFileMode(request.ownership)});
-  files.push_back(
-      {spec.jks_truststore_filename, std::move(truststore), CertFileMode(request.ownership)});
+                             BuildJksTruststore(ca_pem, spec.jks_password, created_ms));
+  files.push_back({spec.jks_filename, std::move(keystore), KeyFileMode(ownership)});
+  files.push_back({spec.jks_truststore_filename, std::move(truststore), CertFileMode(ownership)});
+  return Status::Ok();
+}
+
+// The contents of `name` among `files`; null when it is not there.
+const std::string* FindFile(const std::vector<FileEntry>& files, const std::string& name) {
+  for (const FileEntry& file : files) {
+    if (file.name == name) return &file.contents;
+  }
+  return nullptr;
+}
+
+// Both JKS stores hold ca.crt's certificates: rebuilt from the volume's
+// current key and chain around the new bundle, replacing their old copies.
+Status RebuildJksFiles(const CertificateSpec& spec, const std::string& bundle_pem, int64_t now_unix,
+                       const FileOwnership& ownership, std::vector<FileEntry>& files) {
+  const std::string* key_pem = FindFile(files, spec.private_key_file);
+  const std::string* chain_pem = FindFile(files, spec.certificate_file);
+  if (key_pem == nullptr || chain_pem == nullptr) {
+    return Status::FailedPrecondition("the volume's current files lack " + spec.private_key_file +
+                                      " or " + spec.certificate_file);
+  }
+  CERTMOUNT_ASSIGN_OR_RETURN(PrivateKey key, PrivateKey::FromPem(*key_pem));
+  std::vector<FileEntry> rebuilt;
+  CERTMOUNT_RETURN_IF_ERROR(
+      AddJksFiles(spec, key, *chain_pem, bundle_pem, now_unix, ownership, rebuilt));
+  std::erase_if(files, [&](const FileEntry& file) {
+    return file.name == spec.jks_filename || file.name == spec.jks_truststore_filename;
+  });
+  files.insert(files.end(), std::make_move_iterator(rebuilt.begin()),
+               std::make_move_iterator(rebuilt.end()));
   return Status::Ok();
 }
 
@@ -168,7 +199,8 @@ Result<IssuedCertificateFields> IssueIntoVolume(const IssuanceRequest& request, 
     files.push_back({spec.pkcs12_filename, std::move(keystore), KeyFileMode(ownership)});
   }
   if (spec.jks_enable) {
-    CERTMOUNT_RETURN_IF_ERROR(AddJksFiles(spec, key, *issued, request, files));
+    CERTMOUNT_RETURN_IF_ERROR(AddJksFiles(spec, key, issued->certificate_chain_pem, issued->ca_pem,
+                                          request.now_unix, ownership, files));
   }
   CERTMOUNT_RETURN_IF_ERROR(WriteFileSet(request.layout.data, files, ownership, env));
   if (request.resumable) RemovePending(request.layout, env);
@@ -182,8 +214,9 @@ Result<IssuedCertificateFields> IssueIntoVolume(const IssuanceRequest& request, 
   return fields;
 }
 
-Status RewriteTrustBundle(const VolumeLayout& layout, const std::string& ca_file,
-                          const std::string& bundle_pem, const FileOwnership& ownership, Env* env) {
+Status RewriteTrustBundle(const VolumeLayout& layout, const CertificateSpec& spec,
+                          const std::string& bundle_pem, const FileOwnership& ownership,
+                          int64_t now_unix, Env* env) {
   const std::string current = layout.data + "/..data";
   Result<std::vector<std::string>> names = env->ListDirectory(current);
   if (!names.ok()) {
@@ -196,7 +229,7 @@ Status RewriteTrustBundle(const VolumeLayout& layout, const std::string& ca_file
     const std::string path = current + "/" + name;
     CERTMOUNT_ASSIGN_OR_RETURN(FileStat stat, env->LStat(path));
     if (stat.type != FileStat::Type::kRegular) continue;
-    if (name == ca_file) {
+    if (name == spec.ca_file) {
       has_ca_file = true;
       Result<std::string> old = env->ReadFile(path);
       if (old.ok() && *old == bundle_pem) return Status::Ok();
@@ -206,7 +239,10 @@ Status RewriteTrustBundle(const VolumeLayout& layout, const std::string& ca_file
     CERTMOUNT_ASSIGN_OR_RETURN(std::string contents, env->ReadFile(path));
     files.push_back({name, std::move(contents), stat.permissions});
   }
-  if (!has_ca_file) files.push_back({ca_file, bundle_pem, CertFileMode(ownership)});
+  if (!has_ca_file) files.push_back({spec.ca_file, bundle_pem, CertFileMode(ownership)});
+  if (spec.jks_enable) {
+    CERTMOUNT_RETURN_IF_ERROR(RebuildJksFiles(spec, bundle_pem, now_unix, ownership, files));
+  }
   return WriteFileSet(layout.data, files, ownership, env);
 }
 

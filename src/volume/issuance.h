@@ -64,14 +64,17 @@ Result<IssuedCertificateFields> IssueIntoVolume(const IssuanceRequest& request, 
                                                 std::chrono::steady_clock::time_point deadline,
                                                 std::stop_token stop);
 
-// Puts `bundle_pem` into the volume's CA file (`ca_file`) without a new
-// certificate: every other file of the current generation is kept byte for
-// byte with its mode, and the whole set is swapped in by WriteFileSet, so
-// the pod sees the old or the new set, never a mix. OK without writing when
-// the CA file already holds `bundle_pem`. FAILED_PRECONDITION when the
-// volume has no current generation. Callers serialise per volume, as for
-// IssueIntoVolume.
-Status RewriteTrustBundle(const VolumeLayout& layout, const std::string& ca_file,
-                          const std::string& bundle_pem, const FileOwnership& ownership, Env* env);
+// Puts `bundle_pem` into the volume's CA file (`spec.ca_file`) without a
+// new certificate: every other file of the current generation is kept byte
+// for byte with its mode, except the JKS keystore and truststore
+// (spec.jks_enable), which hold the CA certificates too and are rebuilt from
+// the current key and chain, dated `now_unix`. The whole set is swapped in
+// by WriteFileSet, so the pod sees the old or the new set, never a mix. OK
+// without writing when the CA file already holds `bundle_pem`.
+// FAILED_PRECONDITION when the volume has no current generation. Callers
+// serialise per volume, as for IssueIntoVolume.
+Status RewriteTrustBundle(const VolumeLayout& layout, const CertificateSpec& spec,
+                          const std::string& bundle_pem, const FileOwnership& ownership,
+                          int64_t now_unix, Env* env);
 
 }  // namespace certmount
