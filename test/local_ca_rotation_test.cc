@@ -24,6 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::certmount::testing::CountPemCertificates;
 using ::certmount::testing::FakeClock;
+using ::certmount::testing::RealtimeNowUnix;
 using ::certmount::testing::TempDir;
 using namespace std::chrono_literals;
 
@@ -31,7 +32,8 @@ void WriteAll(const std::string& path, const std::string& contents) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << contents;
 }
 
-// Whether `leaf_pem` verifies against the single anchor `ca_pem`.
+// Whether `leaf_pem` verifies against the single anchor `ca_pem`, as of the
+// realtime second the CA stamps (time() lags it by up to a tick).
 bool Verifies(const std::string& leaf_pem, const std::string& ca_pem) {
   BioPtr leaf_bio = MemoryBio(leaf_pem.data(), leaf_pem.size());
   BioPtr ca_bio = MemoryBio(ca_pem.data(), ca_pem.size());
@@ -42,6 +44,7 @@ bool Verifies(const std::string& leaf_pem, const std::string& ca_pem) {
   X509_STORE_add_cert(store.get(), ca.get());
   X509StoreCtxPtr ctx(X509_STORE_CTX_new());
   X509_STORE_CTX_init(ctx.get(), store.get(), leaf.get(), nullptr);
+  X509_STORE_CTX_set_time(ctx.get(), 0, static_cast<time_t>(RealtimeNowUnix()));
   const bool ok = X509_verify_cert(ctx.get()) == 1;
   DrainOpensslErrors();
   return ok;

@@ -9,6 +9,7 @@
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
 
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -62,6 +63,12 @@ long long AsUnix(const ASN1_TIME* t) {
 }
 
 }  // namespace
+
+int64_t RealtimeNowUnix() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 InspectedCertificate InspectCertificateFile(const std::string& path) {
   InspectedCertificate out;
@@ -146,7 +153,7 @@ InspectedCertificate InspectCertificateFile(const std::string& path) {
 }
 
 std::string VerifyChain(const std::string& leaf_path, const std::string& ca_path) {
-  return VerifyChainAt(leaf_path, ca_path, -1);
+  return VerifyChainAt(leaf_path, ca_path, RealtimeNowUnix());
 }
 
 std::string VerifyChainAt(const std::string& leaf_path, const std::string& ca_path,

@@ -28,9 +28,15 @@ struct InspectedCertificate {
 // Parses the first certificate of a PEM file.
 InspectedCertificate InspectCertificateFile(const std::string& path);
 
+// Now in whole seconds from CLOCK_REALTIME, as the issuers stamp notBefore.
+// Verification without an explicit time would use time(), which reads the
+// coarse clock: up to a tick behind, so a certificate issued just after a
+// second boundary looked "not yet valid" for a few milliseconds.
+int64_t RealtimeNowUnix();
+
 // Verifies `leaf_path` (leaf first, maybe intermediates) against the CA
-// bundle at `ca_path` with X509_verify_cert. Empty string on success, else
-// OpenSSL's reason.
+// bundle at `ca_path` with X509_verify_cert, as of RealtimeNowUnix(). Empty
+// string on success, else OpenSSL's reason.
 std::string VerifyChain(const std::string& leaf_path, const std::string& ca_path);
 // The same, as of `at_unix` instead of now: for certificates that live a
 // second or two, whose validity a test must not race.
