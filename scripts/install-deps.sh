@@ -18,9 +18,9 @@ packages=(
 )
 # Only the tests and the verification builds use these: keytool reads the JKS
 # keystores back; clang with libFuzzer and the sanitizer runtimes builds the
-# fuzzers.
+# fuzzers; clang-format checks the layout (the clang_format test).
 if [ "${1:-}" != --build-only ]; then
-  packages+=(openjdk-17-jre-headless clang-14 libclang-rt-14-dev)
+  packages+=(openjdk-17-jre-headless clang-14 libclang-rt-14-dev clang-format-14)
 fi
 
 missing=()

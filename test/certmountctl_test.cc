@@ -45,8 +45,9 @@ TEST(CertmountctlTest, ReplayedCsiDriverPodGetsTheCertificateItAskedFor) {
   EXPECT_EQ(cert.subject, "CN=payments.sandbox");
   EXPECT_EQ(cert.dns_names,
             (std::vector<std::string>{"my-csi-app.sandbox.svc.cluster.local", "localhost"}));
-  EXPECT_EQ(cert.uris, (std::vector<std::string>{"spiffe://cluster.local/ns/sandbox/pod/my-csi-app/" +
-                                                 kPodUid}));
+  EXPECT_EQ(
+      cert.uris,
+      (std::vector<std::string>{"spiffe://cluster.local/ns/sandbox/pod/my-csi-app/" + kPodUid}));
   EXPECT_EQ(cert.ip_addresses, (std::vector<std::string>{"127.0.0.1"}));
   EXPECT_EQ(cert.extended_key_usages, (std::vector<std::string>{"serverAuth", "clientAuth"}));
   EXPECT_EQ(cert.not_after - cert.not_before, 3600);
@@ -73,10 +74,10 @@ TEST(CertmountctlTest, ReportsFailuresWithTheDriversCode) {
   Daemon daemon(dir.path().string());
   ASSERT_TRUE(daemon.Start()) << daemon.log();
   fs::create_directories(daemon.target_root() + "/p");
-  ProcessResult r = RunProcess({CERTMOUNTCTL_PATH, "--endpoint=" + daemon.endpoint(), "publish",
-                                "--volume-id=csi-1", "--target-path=" + daemon.target_root() + "/p/m",
-                                "-a", "csi.cert-manager.io/issuer-name=x", "-a", "csi.cert-manager.io/common-name=x", "-a",
-                                "csi.cert-manager.io/duration=forever"});
+  ProcessResult r = RunProcess(
+      {CERTMOUNTCTL_PATH, "--endpoint=" + daemon.endpoint(), "publish", "--volume-id=csi-1",
+       "--target-path=" + daemon.target_root() + "/p/m", "-a", "csi.cert-manager.io/issuer-name=x",
+       "-a", "csi.cert-manager.io/common-name=x", "-a", "csi.cert-manager.io/duration=forever"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("csi.cert-manager.io/duration"), std::string::npos) << r.err;
   ProcessResult bad = RunProcess({CERTMOUNTCTL_PATH, "--bogus"});

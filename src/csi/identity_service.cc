@@ -18,9 +18,9 @@ grpc::Status IdentityService::GetPluginInfo(grpc::ServerContext*,
   });
 }
 
-grpc::Status IdentityService::GetPluginCapabilities(
-    grpc::ServerContext*, const csi::v1::GetPluginCapabilitiesRequest*,
-    csi::v1::GetPluginCapabilitiesResponse*) {
+grpc::Status IdentityService::GetPluginCapabilities(grpc::ServerContext*,
+                                                    const csi::v1::GetPluginCapabilitiesRequest*,
+                                                    csi::v1::GetPluginCapabilitiesResponse*) {
   // A node-only plugin: no CONTROLLER_SERVICE, no topology constraints.
   return RunRpc("GetPluginCapabilities", "", [] { return Status::Ok(); });
 }

@@ -4,7 +4,6 @@
 
 #include <openssl/pem.h>
 #include <openssl/rand.h>
-#include <strings.h>
 
 #include <algorithm>
 #include <ctime>

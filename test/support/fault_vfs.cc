@@ -92,10 +92,25 @@ int Open(sqlite3_vfs*, const char* name, sqlite3_file* file, int flags, int* out
 void FaultVfs::Install() {
   if (g_real != nullptr) return;
   g_real = sqlite3_vfs_find(nullptr);
-  g_methods = sqlite3_io_methods{3,        Close,        Read,       Write,     Truncate,
-                                 Sync,     FileSize,     Lock,       Unlock,    CheckReservedLock,
-                                 FileControl, SectorSize, DeviceCharacteristics, ShmMap, ShmLock,
-                                 ShmBarrier, ShmUnmap,   Fetch,      Unfetch};
+  g_methods = sqlite3_io_methods{3,
+                                 Close,
+                                 Read,
+                                 Write,
+                                 Truncate,
+                                 Sync,
+                                 FileSize,
+                                 Lock,
+                                 Unlock,
+                                 CheckReservedLock,
+                                 FileControl,
+                                 SectorSize,
+                                 DeviceCharacteristics,
+                                 ShmMap,
+                                 ShmLock,
+                                 ShmBarrier,
+                                 ShmUnmap,
+                                 Fetch,
+                                 Unfetch};
   g_vfs = *g_real;  // delete, access, randomness, time... stay the real ones
   g_vfs.zName = "certmount-fault";
   g_vfs.szOsFile = static_cast<int>(sizeof(FaultFile)) + g_real->szOsFile;

@@ -8,13 +8,13 @@
 #include <cstdlib>
 #include <cstring>
 
-#define CERTMOUNT_REQUIRE_ROOT()                                                 \
-  do {                                                                           \
-    if (geteuid() != 0) {                                                        \
-      const char* ci = std::getenv("CI");                                        \
-      if (ci != nullptr && std::strcmp(ci, "true") == 0) {                       \
-        FAIL() << "this test needs root, and CI=true forbids skipping it";       \
-      }                                                                          \
-      GTEST_SKIP() << "needs root (mounts)";                                     \
-    }                                                                            \
+#define CERTMOUNT_REQUIRE_ROOT()                                           \
+  do {                                                                     \
+    if (geteuid() != 0) {                                                  \
+      const char* ci = std::getenv("CI");                                  \
+      if (ci != nullptr && std::strcmp(ci, "true") == 0) {                 \
+        FAIL() << "this test needs root, and CI=true forbids skipping it"; \
+      }                                                                    \
+      GTEST_SKIP() << "needs root (mounts)";                               \
+    }                                                                      \
   } while (0)
