@@ -101,6 +101,7 @@ void ExpectSpecEq(const CertificateSpec& actual, const CertificateSpec& expected
   EXPECT_EQ(actual.jks_password, expected.jks_password);
   EXPECT_EQ(actual.wants_pod_ip, expected.wants_pod_ip);
   EXPECT_EQ(actual.wants_pod_ips, expected.wants_pod_ips);
+  EXPECT_EQ(actual.pod_ip_dns_names, expected.pod_ip_dns_names);
   EXPECT_EQ(actual.pod_ip_readiness_gate, expected.pod_ip_readiness_gate);
   EXPECT_EQ(actual.annotations, expected.annotations);
 }
@@ -203,6 +204,14 @@ INSTANTIATE_TEST_SUITE_P(
                            s.ip_addresses = {"10.0.0.1"};
                            s.wants_pod_ip = true;
                            s.wants_pod_ips = true;
+                           s.pod_ip_readiness_gate = true;
+                         }},
+                GoodCase{"PodIpInDnsNamesAwaitsItsAddresses",
+                         With({{"dns-names", "a.example,${POD_IP}.$POD_NAMESPACE.pod,$POD_IPS.x"},
+                               {"pod-ip-readiness-gate", "true"}}),
+                         [](CertificateSpec& s) {
+                           s.dns_names = {"a.example"};
+                           s.pod_ip_dns_names = {"${POD_IP}.shop.pod", "${POD_IPS}.x"};
                            s.pod_ip_readiness_gate = true;
                          }},
                 GoodCase{"IpAloneIsAnIdentity",
@@ -579,10 +588,12 @@ INSTANTIATE_TEST_SUITE_P(
             "UnknownVariable", With({{"dns-names", "${NODE_IP}.example"}}), kDnsNamesKey,
             "undefined variable \"NODE_IP\"; known variables are POD_NAME, POD_NAMESPACE, POD_UID, "
             "SERVICE_ACCOUNT_NAME"},
-        BadCase{"PodIpOnlyInIpSans", With({{"dns-names", "${POD_IP}.example"}}), kDnsNamesKey,
-                "uses variable \"POD_IP\", which only csi.cert-manager.io/ip-sans accepts"},
-        BadCase{"PodIpsOnlyInIpSans", With({{"common-name", "$POD_IPS"}}), Key("common-name"),
-                "which only csi.cert-manager.io/ip-sans accepts"},
+        BadCase{"PodIpOnlyInIpSansAndDnsNames", With({{"uri-sans", "spiffe://x/${POD_IP}"}}),
+                Key("uri-sans"),
+                "uses variable \"POD_IP\", which only csi.cert-manager.io/ip-sans (as a whole "
+                "item) and csi.cert-manager.io/dns-names accept"},
+        BadCase{"PodIpsOnlyInIpSansAndDnsNames", With({{"common-name", "$POD_IPS"}}),
+                Key("common-name"), "which only csi.cert-manager.io/ip-sans (as a whole item)"},
         BadCase{"PodIpOnlyAsAWholeItem", With({{"ip-sans", "${POD_IP}/32"}}), Key("ip-sans"),
                 "is not an IPv4 or IPv6 address"},
         BadCase{"ReadinessGateWithoutPodIp", With({{"pod-ip-readiness-gate", "true"}}),
@@ -824,6 +835,33 @@ TEST(ApplyPodIpsTest, PodIpIsTheFirstAddressAndPodIpsAllOfThemWithoutDuplicates)
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   ASSERT_TRUE(ApplyPodIps(*all, {"10.244.1.7", "FD00:0:0::7"}).ok());
   EXPECT_EQ(all->ip_addresses, (std::vector<std::string>{"10.244.1.7", "fd00::7"}));
+}
+
+TEST(ApplyPodIpsTest, DnsNamesGetTheAddressesAsDashedLabels) {
+  Result<CertificateSpec> spec = ParseAttributes(
+      With({{"dns-names", "web.example, ${POD_IP}.shop.pod.cluster.local, ip-$POD_IPS.sslip.io"}}));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_TRUE(UsesPodIps(*spec));
+  EXPECT_EQ(PodIpsAttributeKey(*spec), "csi.cert-manager.io/dns-names");
+  ASSERT_TRUE(ApplyPodIps(*spec, {}).ok());
+  EXPECT_EQ(spec->dns_names, std::vector<std::string>{"web.example"});
+  ASSERT_TRUE(ApplyPodIps(*spec, {"10.244.1.7", "FD00:0:0::7"}).ok());
+  EXPECT_EQ(spec->dns_names,
+            (std::vector<std::string>{"web.example", "10-244-1-7.shop.pod.cluster.local",
+                                      "ip-10-244-1-7.sslip.io", "ip-fd00--7.sslip.io"}));
+  EXPECT_TRUE(spec->ip_addresses.empty());
+  // Applied twice (a restart, a second event), nothing is added twice.
+  ASSERT_TRUE(ApplyPodIps(*spec, {"10.244.1.7", "fd00::7"}).ok());
+  EXPECT_EQ(spec->dns_names.size(), 4u);
+}
+
+TEST(ApplyPodIpsTest, EveryReferenceInOneNameIsFilledIn) {
+  Result<CertificateSpec> spec =
+      ParseAttributes(With({{"dns-names", "${POD_IP}.${POD_IP}.a,${POD_IPS}-${POD_IP}.b"}}));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_TRUE(ApplyPodIps(*spec, {"10.0.0.1", "10.0.0.2"}).ok());
+  EXPECT_EQ(spec->dns_names, (std::vector<std::string>{"10-0-0-1.10-0-0-1.a", "10-0-0-1-10-0-0-1.b",
+                                                       "10-0-0-2-10-0-0-1.b"}));
 }
 
 TEST(ApplyPodIpsTest, UnknownAddressesLeaveTheSpecAsParsedAndBadOnesAreRefused) {

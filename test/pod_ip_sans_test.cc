@@ -1,4 +1,4 @@
-// ${POD_IP} and ${POD_IPS} in ip-sans, end to end: the real certmountd with
+// ${POD_IP} and ${POD_IPS} in ip-sans and dns-names, end to end: the real certmountd with
 // the cert-manager issuer against the fake API server. kubelet publishes
 // before the pod has an address, so the first certificate lacks it; once the
 // fake gives the pod its addresses, the driver's node-scoped pod watch has
@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "renew/pod_ip_reissuer.h"
@@ -83,6 +84,26 @@ class PodIpSansTest : public ::testing::Test {
   }
 
   int Posts() { return api_.Count("POST", "/apis/cert-manager.io/"); }
+
+  // Restarts certmountd, publishes a volume with `attributes` for a new pod
+  // web-1 and gives web-1 the address 10.244.1.8; returns once
+  // `arrived(web-1's target)`. The restarted driver lists the pods again
+  // and checks the volumes it already has; work is handled in order, so once
+  // web-1's certificate is re-issued, the earlier volumes' turn has passed.
+  void RestartThenIssueForAnotherPod(const std::map<std::string, std::string>& attributes,
+                                     const std::function<bool(const std::string&)>& arrived) {
+    ASSERT_EQ(daemon_->Terminate(), 0) << daemon_->log();
+    const int lists = api_.Count("GET", "/api/v1/pods");
+    ASSERT_TRUE(daemon_->Start({"--issuer=cert-manager", "--kubeconfig=" + dir_.Sub("kubeconfig")}))
+        << daemon_->log();
+    api_.PutPod("default", "web-1", "uid-web-1");
+    const std::string target = Target("pod-b");
+    ASSERT_TRUE(Publish("csi-ip-b", target, attributes, "web-1", "uid-web-1").ok())
+        << daemon_->log();
+    ASSERT_TRUE(api_.WaitUntil([&] { return api_.Count("GET", "/api/v1/pods") > lists; }));
+    api_.SetPodIps("default", "web-1", {"10.244.1.8"});
+    ASSERT_TRUE(api_.WaitUntil([&] { return arrived(target); }, 20s)) << daemon_->log();
+  }
 
   TempDir dir_;
   FakeKubeApi api_;
@@ -194,22 +215,47 @@ TEST_F(PodIpSansTest, ARestartIssuesAgainOnlyCertificatesThatLackTheirPodsAddres
   ASSERT_TRUE(Publish("csi-ip-a", target, PodIpAttributes("${POD_IP}")).ok()) << daemon_->log();
   api_.SetPodIps("default", "web-0", {"10.244.1.7"});
   ASSERT_TRUE(WaitForIp(target, "10.244.1.7")) << daemon_->log();
-  ASSERT_EQ(daemon_->Terminate(), 0) << daemon_->log();
-  const int lists = api_.Count("GET", "/api/v1/pods");
-  ASSERT_TRUE(daemon_->Start({"--issuer=cert-manager", "--kubeconfig=" + dir_.Sub("kubeconfig")}))
-      << daemon_->log();
-  // The restarted driver lists the pods again and finds web-0's certificate
-  // complete. Work is handled in order, so once a later pod's certificate
-  // is re-issued, web-0's turn has passed: only the new volume was issued.
-  api_.PutPod("default", "web-1", "uid-web-1");
-  const std::string target_b = Target("pod-b");
-  ASSERT_TRUE(
-      Publish("csi-ip-b", target_b, PodIpAttributes("${POD_IP}"), "web-1", "uid-web-1").ok())
-      << daemon_->log();
-  ASSERT_TRUE(api_.WaitUntil([&] { return api_.Count("GET", "/api/v1/pods") > lists; }));
-  api_.SetPodIps("default", "web-1", {"10.244.1.8"});
-  ASSERT_TRUE(WaitForIp(target_b, "10.244.1.8")) << daemon_->log();
+  RestartThenIssueForAnotherPod(PodIpAttributes("${POD_IP}"), [&](const std::string& target_b) {
+    return HasIp(InspectCertificateFile(target_b + "/tls.crt"), "10.244.1.8");
+  });
   EXPECT_EQ(Posts(), 4);  // web-0: publish and re-issue; web-1: the same; none after the restart
+}
+
+bool HasDnsName(const std::string& target, const std::string& name) {
+  const std::vector<std::string> names = InspectCertificateFile(target + "/tls.crt").dns_names;
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// dns-names "${POD_IP}.<ns>.pod.cluster.local": the pod's own DNS record.
+std::map<std::string, std::string> PodDnsAttributes() {
+  std::map<std::string, std::string> attributes = PodIpAttributes("192.0.2.1");
+  attributes["csi.cert-manager.io/dns-names"] =
+      "web.default.svc,${POD_IP}.${POD_NAMESPACE}.pod.cluster.local";
+  return attributes;
+}
+
+TEST_F(PodIpSansTest, DnsNameBuiltFromThePodIpArrivesWithTheAddressAndSurvivesARestart) {
+  StartDaemon();
+  const std::string target = Target("pod-a");
+  ASSERT_TRUE(Publish("csi-ip-a", target, PodDnsAttributes()).ok()) << daemon_->log();
+  EXPECT_EQ(InspectCertificateFile(target + "/tls.crt").dns_names,
+            std::vector<std::string>{"web.default.svc"});
+  api_.SetPodIps("default", "web-0", {"10.244.1.7", "fd00::7"});
+  ASSERT_TRUE(api_.WaitUntil(
+      [&] { return HasDnsName(target, "10-244-1-7.default.pod.cluster.local"); }, 20s))
+      << daemon_->log();
+  InspectedCertificate cert = InspectCertificateFile(target + "/tls.crt");
+  EXPECT_EQ(cert.dns_names,
+            (std::vector<std::string>{"web.default.svc", "10-244-1-7.default.pod.cluster.local"}));
+  EXPECT_EQ(cert.ip_addresses, std::vector<std::string>{"192.0.2.1"});
+  EXPECT_EQ(VerifyChain(target + "/tls.crt", target + "/ca.crt"), "");
+
+  // After a restart the certificate counts as complete: only web-1's new
+  // volume is issued (twice), as in the ip-sans restart test above.
+  RestartThenIssueForAnotherPod(PodDnsAttributes(), [&](const std::string& target_b) {
+    return HasDnsName(target_b, "10-244-1-8.default.pod.cluster.local");
+  });
+  EXPECT_EQ(Posts(), 4);
 }
 
 TEST(PodIpSansLocalCaTest, WithoutClusterAccessPodIpIsRefusedClearly) {
@@ -224,6 +270,15 @@ TEST(PodIpSansLocalCaTest, WithoutClusterAccessPodIpIsRefusedClearly) {
       KubeletPublishRequest("csi-ip-local", target, PodIpAttributes("${POD_IP}")), &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(status.error_message().find("no cluster access"), std::string::npos)
+      << status.error_message();
+  EXPECT_FALSE(fs::exists(target + "/tls.crt"));
+
+  // In dns-names the message names dns-names.
+  status = daemon.node().NodePublishVolume(
+      CallContext().get(), KubeletPublishRequest("csi-ip-local", target, PodDnsAttributes()),
+      &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(status.error_message().rfind("csi.cert-manager.io/dns-names: ", 0), 0u)
       << status.error_message();
   EXPECT_FALSE(fs::exists(target + "/tls.crt"));
 }

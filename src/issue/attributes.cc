@@ -360,13 +360,17 @@ class Variables {
     bool known = false;
     for (const auto& [known_name, key] : kSources) known = known || known_name == variable;
     if (variable == kPodIpVariable || variable == kPodIpsVariable) {
+      // Left as a marker in dns-names, for ApplyPodIps to fill in later.
+      if (name == kDnsNames) {
+        return std::string(variable == kPodIpVariable ? kPodIpMarker : kPodIpsMarker);
+      }
       std::string rule = "uses variable ";
       rule.append(QuoteUserValue(variable))
           .append(", which only ")
           .append(FullKey(kIpSans))
-          .append(
-              " accepts, as a whole item (the pod has no IP yet when its volume is "
-              "published); ")
+          .append(" (as a whole item) and ")
+          .append(FullKey(kDnsNames))
+          .append(" accept (the pod has no IP yet when its volume is published); ")
           .append(KnownList());
       return Invalid(name, rule);
     }
@@ -541,13 +545,18 @@ class AttributeParser {
   // as csi-driver takes them, without RFC 1123 or length checks, but must be
   // ASCII: Go's x509 refuses any other dNSName, so csi-driver fails too.
   Status ParseSans(CertificateSpec& spec) const {
-    CERTMOUNT_ASSIGN_OR_RETURN(spec.dns_names, GetList(kDnsNames));
-    for (const std::string& name : spec.dns_names) {
+    CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> dns_names, GetList(kDnsNames));
+    for (std::string& name : dns_names) {
       if (std::any_of(name.begin(), name.end(),
                       [](char c) { return static_cast<unsigned char>(c) >= 0x80; })) {
         return InvalidValue(kDnsNames, name,
                             "is not ASCII; a dNSName is an IA5String (csi-driver refuses it too)");
       }
+      // Expansion alone writes a marker: '$' followed by '{' always starts a
+      // reference, so no other text or kubelet value can spell one.
+      const bool templated = name.find(kPodIpMarker) != std::string::npos ||
+                             name.find(kPodIpsMarker) != std::string::npos;
+      (templated ? spec.pod_ip_dns_names : spec.dns_names).push_back(std::move(name));
     }
     CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> ips, GetList(kIpSans, /*expand=*/false));
     for (const std::string& ip : ips) {
@@ -578,6 +587,7 @@ class AttributeParser {
     CERTMOUNT_ASSIGN_OR_RETURN(spec.pod_ip_readiness_gate, GetBool(kPodIpReadinessGate, false));
     if (spec.pod_ip_readiness_gate && !UsesPodIps(spec)) {
       return Invalid(kPodIpReadinessGate, "needs ${POD_IP} or ${POD_IPS} in " + FullKey(kIpSans) +
+                                              " or " + FullKey(kDnsNames) +
                                               "; without them there is nothing to wait for");
     }
     CERTMOUNT_ASSIGN_OR_RETURN(spec.email_addresses, GetList(kEmailSans));
@@ -867,24 +877,61 @@ Result<CertificateSpec> ParseAttributes(const std::map<std::string, std::string>
   return AttributeParser(volume_context).Parse();
 }
 
-bool UsesPodIps(const CertificateSpec& spec) { return spec.wants_pod_ip || spec.wants_pod_ips; }
+bool UsesPodIps(const CertificateSpec& spec) {
+  return spec.wants_pod_ip || spec.wants_pod_ips || !spec.pod_ip_dns_names.empty();
+}
+
+std::string PodIpsAttributeKey(const CertificateSpec& spec) {
+  return FullKey(spec.wants_pod_ip || spec.wants_pod_ips ? kIpSans : kDnsNames);
+}
+
+namespace {
+
+void AddOnce(std::vector<std::string>& list, std::string item) {
+  if (std::find(list.begin(), list.end(), item) == list.end()) list.push_back(std::move(item));
+}
+
+// `text` with every `marker` replaced by `value`.
+std::string ReplaceAll(std::string text, std::string_view marker, std::string_view value) {
+  for (size_t at = text.find(marker); at != std::string::npos;
+       at = text.find(marker, at + value.size())) {
+    text.replace(at, marker.size(), value);
+  }
+  return text;
+}
+
+// An address as one DNS label: "10.244.1.7" is "10-244-1-7".
+std::string DnsLabel(std::string address) {
+  std::replace_if(
+      address.begin(), address.end(), [](char c) { return c == '.' || c == ':'; }, '-');
+  return address;
+}
+
+}  // namespace
 
 Status ApplyPodIps(CertificateSpec& spec, const std::vector<std::string>& pod_ips) {
-  std::vector<std::string> wanted;
-  if (spec.wants_pod_ips) {
-    wanted = pod_ips;
-  } else if (spec.wants_pod_ip && !pod_ips.empty()) {
-    wanted.push_back(pod_ips.front());
-  }
-  for (const std::string& ip : wanted) {
+  std::vector<std::string> canonical_ips;
+  for (const std::string& ip : pod_ips) {
     std::optional<std::string> canonical = CanonicalIp(ip);
     if (!canonical) {
       return Status::InvalidArgument("the pod's IP " + QuoteUserValue(ip) +
                                      " is not an IPv4 or IPv6 address");
     }
-    auto& known = spec.ip_addresses;
-    if (std::find(known.begin(), known.end(), *canonical) == known.end()) {
-      known.push_back(*canonical);
+    canonical_ips.push_back(std::move(*canonical));
+  }
+  if (canonical_ips.empty()) return Status::Ok();
+  if (spec.wants_pod_ips) {
+    for (const std::string& ip : canonical_ips) AddOnce(spec.ip_addresses, ip);
+  } else if (spec.wants_pod_ip) {
+    AddOnce(spec.ip_addresses, canonical_ips.front());
+  }
+  const std::string first_label = DnsLabel(canonical_ips.front());
+  for (const std::string& item : spec.pod_ip_dns_names) {
+    const bool per_address = item.find(kPodIpsMarker) != std::string::npos;
+    for (size_t i = 0; i < (per_address ? canonical_ips.size() : 1); ++i) {
+      const std::string name = ReplaceAll(
+          ReplaceAll(item, kPodIpsMarker, DnsLabel(canonical_ips[i])), kPodIpMarker, first_label);
+      AddOnce(spec.dns_names, name);
     }
   }
   return Status::Ok();

@@ -36,15 +36,29 @@ PodInfo PodInfoFromContext(const std::map<std::string, std::string>& volume_cont
 // INVALID_ARGUMENT whose message starts with the offending attribute key.
 Result<CertificateSpec> ParseAttributes(const std::map<std::string, std::string>& volume_context);
 
-// Whether ip-sans names the pod's addresses (${POD_IP} or ${POD_IPS}, each
-// only as a whole item), which kubelet does not know at publish time.
+// How CertificateSpec::pod_ip_dns_names writes a reference to the pod's
+// first address and to each of its addresses.
+inline constexpr std::string_view kPodIpMarker = "${POD_IP}";
+inline constexpr std::string_view kPodIpsMarker = "${POD_IPS}";
+
+// Whether the spec names the pod's addresses, which kubelet does not know at
+// publish time: ${POD_IP} or ${POD_IPS} as a whole ip-sans item, or inside a
+// dns-names item.
 bool UsesPodIps(const CertificateSpec& spec);
 
-// Adds the pod's addresses the spec asks for to spec.ip_addresses (canonical,
-// without duplicates): ${POD_IP} the first of `pod_ips` (status.podIP),
-// ${POD_IPS} all of them (status.podIPs). With `pod_ips` empty nothing is
-// added: the certificate is issued without them. INVALID_ARGUMENT when an
-// address does not parse.
+// The attribute key to name in a message about the pod's addresses: ip-sans
+// when it uses them, else dns-names.
+std::string PodIpsAttributeKey(const CertificateSpec& spec);
+
+// Adds what the pod's addresses make, without duplicates, once they are
+// known. To spec.ip_addresses (canonical): ${POD_IP} the first of `pod_ips`
+// (status.podIP), ${POD_IPS} all of them (status.podIPs). To spec.dns_names:
+// each pod_ip_dns_names item with ${POD_IP} written as the first address's
+// DNS label, and, for an item with ${POD_IPS}, one name per address. The
+// label is the canonical address with '.' and ':' as '-' ("10-244-1-7",
+// "fd00--7"), the form of Kubernetes' pod DNS records. With `pod_ips` empty
+// nothing is added: the certificate is issued without them.
+// INVALID_ARGUMENT when an address does not parse.
 Status ApplyPodIps(CertificateSpec& spec, const std::vector<std::string>& pod_ips);
 
 // The volume context minus the values that must not be written to the

@@ -90,6 +90,12 @@ struct CertificateSpec {
   // ApplyPodIps once the driver has seen them (attributes.h).
   bool wants_pod_ip = false;
   bool wants_pod_ips = false;
+  // dns-names items that use ${POD_IP} or ${POD_IPS} (e.g.
+  // "${POD_IP}.default.pod.cluster.local"), kubelet's variables already
+  // expanded and each pod-address reference written as the marker
+  // kPodIpMarker or kPodIpsMarker (attributes.h). ApplyPodIps adds the names
+  // they make to dns_names once the addresses are known.
+  std::vector<std::string> pod_ip_dns_names;
   // csi.cert-manager.io/pod-ip-readiness-gate: the driver sets the pod's
   // readiness gate condition once the certificate carries its IPs.
   bool pod_ip_readiness_gate = false;

@@ -185,10 +185,14 @@ bool PodIpReissuer::CertificateHasAddresses(const std::string& volume_id,
   if (!pem.ok()) return false;
   Result<CertificateInfo> info = ParseLeafCertificate(*pem);
   if (!info.ok()) return false;
-  return std::all_of(spec.ip_addresses.begin(), spec.ip_addresses.end(), [&](const auto& ip) {
-    return std::find(info->ip_addresses.begin(), info->ip_addresses.end(), ip) !=
-           info->ip_addresses.end();
-  });
+  const auto contains_all = [](const std::vector<std::string>& have,
+                               const std::vector<std::string>& want) {
+    return std::all_of(want.begin(), want.end(), [&](const std::string& item) {
+      return std::find(have.begin(), have.end(), item) != have.end();
+    });
+  };
+  return contains_all(info->ip_addresses, spec.ip_addresses) &&
+         contains_all(info->dns_names, spec.dns_names);
 }
 
 }  // namespace certmount

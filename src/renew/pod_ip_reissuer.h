@@ -1,5 +1,5 @@
-// Keeps the certificates of volumes whose ip-sans name ${POD_IP} or
-// ${POD_IPS} in step with their pods' addresses. kubelet publishes a volume
+// Keeps the certificates of volumes whose ip-sans or dns-names use ${POD_IP}
+// or ${POD_IPS} in step with their pods' addresses. kubelet publishes a volume
 // before the pod has an address, so the first certificate goes out without
 // it; this watches the node's pods (fed by a kube::Watcher on
 // spec.nodeName=<node>) and, as soon as a pod's addresses appear, makes every
@@ -96,7 +96,8 @@ class PodIpReissuer final : public VolumeObserver {
   // addresses; when its pod's addresses are known and its certificate lacks
   // them, makes it due now (if `may_renew`), else sets the readiness gate.
   void CheckVolume(const std::string& volume_id, bool may_renew, std::stop_token stop);
-  // Whether the volume's certificate file carries every address `spec` wants.
+  // Whether the volume's certificate file carries every IP and DNS SAN `spec`
+  // wants (with the pod's addresses applied).
   bool CertificateHasAddresses(const std::string& volume_id, const CertificateSpec& spec);
 
   const PodIpReissuerOptions options_;

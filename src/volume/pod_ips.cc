@@ -26,7 +26,7 @@ void PodIps::Erase(const std::string& pod_uid) {
 
 Status ApplyKnownPodIps(CertificateSpec& spec, const std::string& pod_uid, const PodIps* pod_ips) {
   if (!UsesPodIps(spec)) return Status::Ok();
-  const std::string key = std::string(kAttributePrefix) + "ip-sans";
+  const std::string key = PodIpsAttributeKey(spec);
   if (pod_ips == nullptr) {
     return Status::FailedPrecondition(
         key +

@@ -28,8 +28,8 @@ class PodIps {
   std::map<std::string, std::vector<std::string>> ips_;
 };
 
-// For a spec whose ip-sans names ${POD_IP} or ${POD_IPS}: adds the
-// addresses `pod_ips` knows for `pod_uid` (none yet: the certificate goes out
+// For a spec that uses ${POD_IP} or ${POD_IPS} (UsesPodIps): adds what
+// the addresses `pod_ips` knows for `pod_uid` make (none yet: the certificate goes out
 // without them, and the pod watch has it issued again once they exist).
 // FAILED_PRECONDITION when `pod_ips` is null (the driver has no cluster
 // access to learn them) or the pod UID is unknown (no podInfoOnMount).
