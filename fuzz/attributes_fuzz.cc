@@ -1,5 +1,6 @@
 // Volume attributes as a hostile pod author writes them: the size bounds,
-// then parsing with ${...} expansion, then what is stored and kept secret.
+// then parsing with ${...} expansion, the pod's addresses filled into
+// ${POD_IP} templates, then what is stored and kept secret.
 // Input: key NUL value NUL key NUL value ... (fuzz_input.h).
 #include "fuzz_input.h"
 #include "issue/attribute_bounds.h"
@@ -10,7 +11,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::map<std::string, std::string> context =
       fuzz::VolumeContextFrom(fuzz::AsText(data, size));
   if (!CheckAttributeBounds(context).ok()) return 0;
-  (void)ParseAttributes(context);
+  Result<CertificateSpec> spec = ParseAttributes(context);
+  if (spec.ok()) (void)ApplyPodIps(*spec, {"10.244.1.7", "fd00::7"});
   (void)StorableAttributes(context);
   (void)SecretAttributes(context);
   (void)ServiceAccountToken(context);
