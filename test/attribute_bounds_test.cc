@@ -59,6 +59,21 @@ TEST(AttributeBounds, ExpansionIsBoundedBeforeItHappens) {
   EXPECT_TRUE(CheckAttributeBounds(annotation).ok());
 }
 
+TEST(AttributeBounds, ReferencesWithoutBracesAndPodAddressesCountToo) {
+  Context context = Base();
+  // $POD_NAME is the same reference as ${POD_NAME}: 14 KB as written.
+  context["csi.cert-manager.io/dns-names"] = Repeat("$POD_NAME,", 1400);
+  ExpectRejected(context, "csi.cert-manager.io/dns-names", "expands to 355600 bytes");
+  // A pod address counts as the longest one, 39 bytes: 15 KB as written.
+  Context addresses = Base();
+  addresses["csi.cert-manager.io/dns-names"] = Repeat("${POD_IP}.a,", 1300);
+  ExpectRejected(addresses, "csi.cert-manager.io/dns-names", "expands to 54600 bytes");
+  // Text that only looks like a reference is counted as written.
+  Context literal = Base();
+  literal["csi.cert-manager.io/common-name"] = Repeat("$.", 7000);
+  EXPECT_TRUE(CheckAttributeBounds(literal).ok());
+}
+
 TEST(AttributeBounds, SubjectAltNamesAreCountedAcrossTheLists) {
   Context context = Base();
   // Blank entries (a trailing comma) do not count, as the parser skips them.

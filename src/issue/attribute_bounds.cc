@@ -5,6 +5,7 @@
 
 #include "common/logging.h"
 #include "issue/attributes.h"
+#include "issue/go_expand.h"
 
 namespace certmount {
 namespace {
@@ -17,13 +18,6 @@ constexpr std::array<std::string_view, 14> kTemplatedKeys = {
 };
 constexpr std::array<std::string_view, 4> kSanKeys = {"dns-names", "ip-sans", "uri-sans",
                                                       "email-sans"};
-// Each variable and the kubelet entry it stands for (attributes.h).
-constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kVariables = {{
-    {"${POD_NAME}", kPodName},
-    {"${POD_NAMESPACE}", kPodNamespace},
-    {"${POD_UID}", kPodUid},
-    {"${SERVICE_ACCOUNT_NAME}", kServiceAccountName},
-}};
 
 std::string Kib(std::size_t bytes) { return std::to_string(bytes / 1024) + " KiB"; }
 
@@ -32,17 +26,25 @@ std::string Lookup(const std::map<std::string, std::string>& context, std::strin
   return it == context.end() ? std::string() : it->second;
 }
 
-// The value's length once every known variable is replaced by kubelet's
-// value; unknown variables count as written (parsing rejects them later).
+// The most text one variable reference puts into a value: kubelet's value,
+// the longest address for the pod's addresses, and an unknown variable as
+// written (parsing rejects it later).
+std::size_t ExpandedVariableSize(std::string_view name,
+                                 const std::map<std::string, std::string>& context) {
+  for (const auto& [variable, source] : kExpansionVariables) {
+    if (name == variable) return Lookup(context, source).size();
+  }
+  if (name == kPodIpVariable || name == kPodIpsVariable) return kMaxPodAddressText;
+  return name.size() + 3;  // "${" and "}"
+}
+
+// The value's length once expanded, computed without expanding: references
+// are found by the parser's own rule (SplitForExpansion), $NAME as ${NAME}.
 std::size_t ExpandedSize(std::string_view value,
                          const std::map<std::string, std::string>& context) {
-  std::size_t size = value.size();
-  for (const auto& [variable, source] : kVariables) {
-    const std::size_t replacement = Lookup(context, source).size();
-    for (std::size_t at = value.find(variable); at != std::string_view::npos;
-         at = value.find(variable, at + variable.size())) {
-      size = size - variable.size() + replacement;
-    }
+  std::size_t size = 0;
+  for (const ExpandPiece& piece : SplitForExpansion(value)) {
+    size += piece.is_variable ? ExpandedVariableSize(piece.text, context) : piece.text.size();
   }
   return size;
 }

@@ -23,6 +23,7 @@
 #include "common/logging.h"
 #include "issue/dn.h"
 #include "issue/go_duration.h"
+#include "issue/go_expand.h"
 #include "issue/go_url.h"
 #include "issue/key_usages.h"
 
@@ -75,8 +76,6 @@ constexpr std::string_view kJksTruststore = "keystore-jks-truststore-filename";
 constexpr std::string_view kPodIpReadinessGate = "pod-ip-readiness-gate";
 
 // The pod's addresses, accepted only as whole items of ip-sans.
-constexpr std::string_view kPodIpVariable = "POD_IP";
-constexpr std::string_view kPodIpsVariable = "POD_IPS";
 
 // certmount's earlier hyphenated spellings of csi-driver's keys, still read.
 constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kAliases = {{
@@ -301,64 +300,36 @@ std::string EscapeRfc4514(std::string_view value) {
 class Variables {
  public:
   explicit Variables(const VolumeContext& context) {
-    for (const auto& [variable, key] : kSources) {
+    for (const auto& [variable, key] : kExpansionVariables) {
       auto it = context.find(std::string(key));
       if (it != context.end() && !it->second.empty()) values_[std::string(variable)] = it->second;
     }
   }
 
-  // Replaces variables the way Go's os.Expand does, which csi-driver uses:
-  // $NAME (letters, digits, '_') and ${NAME}; a '$' followed by nothing
-  // name-like stays; "${" without '}' and "${}" are dropped; $$, $1, $* and
-  // the like name special variables, which are unknown. `escape` is applied
-  // to the substituted text.
+  // Replaces variables the way Go's os.Expand does, which csi-driver uses
+  // (SplitForExpansion); special variables ($$, $1, ...) are unknown.
+  // `escape` is applied to the substituted text.
   Result<std::string> Expand(std::string_view name, std::string_view value,
                              const std::function<std::string(std::string_view)>& escape) const {
     std::string expanded;
-    size_t pos = 0;
-    while (pos < value.size()) {
-      if (value[pos] != '$' || pos + 1 == value.size()) {
-        expanded.push_back(value[pos++]);
+    for (const ExpandPiece& piece : SplitForExpansion(value)) {
+      if (!piece.is_variable) {
+        expanded.append(piece.text);
         continue;
       }
-      auto [variable, width] = ShellName(value.substr(pos + 1));
-      pos += 1 + width;
-      if (variable.empty()) {
-        if (width == 0) expanded.push_back('$');
-        continue;
-      }
-      CERTMOUNT_ASSIGN_OR_RETURN(std::string substituted, Lookup(name, variable));
+      CERTMOUNT_ASSIGN_OR_RETURN(std::string substituted, Lookup(name, std::string(piece.text)));
       expanded.append(escape ? escape(substituted) : substituted);
     }
     return expanded;
   }
 
  private:
-  static bool IsShellSpecial(char c) {
-    return std::string_view("*#$@!?-0123456789").find(c) != std::string_view::npos;
-  }
-
-  // os.Expand's name after a '$': the name and how many bytes it spans. An
-  // empty name with a width means bad syntax (dropped); with width 0, no name.
-  static std::pair<std::string, size_t> ShellName(std::string_view s) {
-    if (s[0] == '{') {
-      if (s.size() > 2 && IsShellSpecial(s[1]) && s[2] == '}') return {std::string(1, s[1]), 3};
-      size_t close = s.find('}', 1);
-      if (close == std::string_view::npos) return {"", 1};
-      if (close == 1) return {"", 2};
-      return {std::string(s.substr(1, close - 1)), close + 1};
-    }
-    if (IsShellSpecial(s[0])) return {std::string(1, s[0]), 1};
-    size_t end = 0;
-    while (end < s.size() && (IsAsciiAlnum(s[end]) || s[end] == '_')) ++end;
-    return {std::string(s.substr(0, end)), end};
-  }
-
   // A known variable's value ("" when kubelet did not send it, as in
   // csi-driver); an unknown one is an error naming the known ones.
   Result<std::string> Lookup(std::string_view name, const std::string& variable) const {
     bool known = false;
-    for (const auto& [known_name, key] : kSources) known = known || known_name == variable;
+    for (const auto& [known_name, key] : kExpansionVariables)
+      known = known || known_name == variable;
     if (variable == kPodIpVariable || variable == kPodIpsVariable) {
       // Left as a marker in dns-names, for ApplyPodIps to fill in later.
       if (name == kDnsNames) {
@@ -385,18 +356,11 @@ class Variables {
 
   static std::string KnownList() {
     std::string list = "known variables are ";
-    for (size_t i = 0; i < kSources.size(); ++i) {
-      list.append(i == 0 ? "" : ", ").append(kSources[i].first);
+    for (size_t i = 0; i < kExpansionVariables.size(); ++i) {
+      list.append(i == 0 ? "" : ", ").append(kExpansionVariables[i].first);
     }
     return list;
   }
-
-  static constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kSources = {{
-      {"POD_NAME", kPodName},
-      {"POD_NAMESPACE", kPodNamespace},
-      {"POD_UID", kPodUid},
-      {"SERVICE_ACCOUNT_NAME", kServiceAccountName},
-  }};
 
   std::map<std::string, std::string> values_;
 };

@@ -4,9 +4,12 @@
 // attributes.cc for the full list and for where this driver is stricter.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -26,6 +29,22 @@ inline constexpr std::string_view kServiceAccountTokens =
 
 // Prefix of every attribute this driver interprets.
 inline constexpr std::string_view kAttributePrefix = "csi.cert-manager.io/";
+
+// The variables a templated attribute may use, as csi-driver names them, and
+// the kubelet entry each stands for.
+inline constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kExpansionVariables =
+    {{
+        {"POD_NAME", kPodName},
+        {"POD_NAMESPACE", kPodNamespace},
+        {"POD_UID", kPodUid},
+        {"SERVICE_ACCOUNT_NAME", kServiceAccountName},
+    }};
+// certmount's variables for the pod's addresses, known only after publish
+// (ip-sans and dns-names), and the most text one address takes in a value:
+// an IPv6 address written out in full, 39 characters.
+inline constexpr std::string_view kPodIpVariable = "POD_IP";
+inline constexpr std::string_view kPodIpsVariable = "POD_IPS";
+inline constexpr std::size_t kMaxPodAddressText = 39;
 
 // The pod's identity from kubelet's entries; missing entries stay empty.
 PodInfo PodInfoFromContext(const std::map<std::string, std::string>& volume_context);
