@@ -179,6 +179,14 @@ TEST(SpiffeSpec, AttributesThatWouldChangeTheIdentityOrTheSvidAreRefusedNamingTh
     EXPECT_EQ(spec.status().code(), Code::kInvalidArgument) << key;
     EXPECT_THAT(spec.status().message(), StartsWith(key)) << key;
   }
+  // The pod's addresses, which would arrive after publish, are refused too.
+  for (const auto& [key, value] : std::map<std::string, std::string>{
+           {"csi.cert-manager.io/dns-names", "${POD_IP}.default.pod.cluster.local"},
+           {"csi.cert-manager.io/ip-sans", "${POD_IPS}"}}) {
+    Result<CertificateSpec> spec = ParseVolumeAttributes(PodContext({{key, value}}), kTrustDomain);
+    EXPECT_EQ(spec.status().code(), Code::kInvalidArgument) << key;
+    EXPECT_THAT(spec.status().message(), StartsWith(key)) << key;
+  }
   // Several refused keys: the message names the first in key order.
   Result<CertificateSpec> rsa =
       ParseVolumeAttributes(PodContext({{"csi.cert-manager.io/key-encoding", "PKCS1"},

@@ -199,6 +199,9 @@ Result<CertificateSpec> ParseVolumeAttributes(
   spec.literal_subject.clear();
   spec.dns_names.clear();
   spec.ip_addresses.clear();
+  spec.wants_pod_ip = spec.wants_pod_ips = false;
+  spec.pod_ip_dns_names.clear();
+  spec.pod_ip_readiness_gate = false;
   spec.email_addresses.clear();
   spec.uris = {id};
   spec.is_ca = false;
