@@ -75,8 +75,6 @@ constexpr std::string_view kJksPassword = "keystore-jks-password";
 constexpr std::string_view kJksTruststore = "keystore-jks-truststore-filename";
 constexpr std::string_view kPodIpReadinessGate = "pod-ip-readiness-gate";
 
-// The pod's addresses, accepted only as whole items of ip-sans.
-
 // certmount's earlier hyphenated spellings of csi-driver's keys, still read.
 constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kAliases = {{
     {kOrganizationalUnits, "organizational-units"},
@@ -327,9 +325,8 @@ class Variables {
   // A known variable's value ("" when kubelet did not send it, as in
   // csi-driver); an unknown one is an error naming the known ones.
   Result<std::string> Lookup(std::string_view name, const std::string& variable) const {
-    bool known = false;
-    for (const auto& [known_name, key] : kExpansionVariables)
-      known = known || known_name == variable;
+    const bool known = std::any_of(kExpansionVariables.begin(), kExpansionVariables.end(),
+                                   [&](const auto& entry) { return entry.first == variable; });
     if (variable == kPodIpVariable || variable == kPodIpsVariable) {
       // Left as a marker in dns-names, for ApplyPodIps to fill in later.
       if (name == kDnsNames) {
