@@ -178,22 +178,50 @@ TEST_F(CertManagerIssuerTest, PendingAtTheDeadlineIsLeftInPlaceAndResumed) {
   EXPECT_EQ(first.status().code(), Code::kDeadlineExceeded) << first.status().ToString();
   ASSERT_TRUE(api_.Object(kNs, input_.request_name).has_value());
 
-  // A retry of the same issuance while still pending waits for the same request.
-  std::thread approver([&] {
-    api_.WaitUntil([&] { return api_.Count("GET", "/apis/cert-manager.io/v1/namespaces/") == 1; });
-    api_.Resolve(kNs, input_.request_name, SignerPolicy::kApprove);
-  });
+  // Signed between two tries: the watch brings the outcome, and the next try
+  // of the same issuance takes it without a call and without a new request.
+  const int posts = api_.Count("POST", "/apis/cert-manager.io/");
+  const int reads = api_.Count("GET", "/apis/cert-manager.io/v1/namespaces/");
+  api_.Resolve(kNs, input_.request_name, SignerPolicy::kApprove);
   Result<IssuedCertificate> second = Issue();
-  approver.join();
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_TRUE(SignedBy(second->certificate_chain_pem, api_.signer_ca_pem()));
+  EXPECT_EQ(api_.Count("POST", "/apis/cert-manager.io/"), posts);
+  EXPECT_EQ(api_.Count("GET", "/apis/cert-manager.io/v1/namespaces/"), reads);
   EXPECT_EQ(api_.ObjectCount(), 1u);
 
-  // And once signed, another retry gets the certificate straight away.
+  // And once signed, another retry (a lost reply) resumes the same request.
   Result<IssuedCertificate> third = Issue();
   ASSERT_TRUE(third.ok()) << third.status().ToString();
   EXPECT_EQ(third->certificate_chain_pem, second->certificate_chain_pem);
   EXPECT_EQ(api_.ObjectCount(), 1u);
+}
+
+TEST_F(CertManagerIssuerTest, ARetryWhileStillPendingWaitsForTheSameRequest) {
+  api_.SetPolicy(SignerPolicy::kPending);
+  EXPECT_EQ(Issue(200ms).status().code(), Code::kDeadlineExceeded);
+  const int posts = api_.Count("POST", "/apis/cert-manager.io/");
+  EXPECT_EQ(Issue(200ms).status().code(), Code::kDeadlineExceeded);
+  EXPECT_EQ(api_.Count("POST", "/apis/cert-manager.io/"), posts);
+  api_.Resolve(kNs, input_.request_name, SignerPolicy::kApprove);
+  Result<IssuedCertificate> issued = Issue();
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  EXPECT_EQ(api_.Count("POST", "/apis/cert-manager.io/"), posts);
+}
+
+TEST_F(CertManagerIssuerTest, AVolumeThatGoesForgetsItsPendingRequest) {
+  api_.SetPolicy(SignerPolicy::kPending);
+  EXPECT_EQ(Issue(200ms).status().code(), Code::kDeadlineExceeded);
+  issuer_->Retire(kNs, input_.volume_id, std::nullopt);
+  issuer_->WaitForRetirements();
+  ASSERT_FALSE(api_.Object(kNs, input_.request_name).has_value());
+  // Published again under the same issuance: a new request, not a wait for
+  // the deleted one.
+  api_.SetPolicy(SignerPolicy::kApprove);
+  const int posts = api_.Count("POST", "/apis/cert-manager.io/");
+  Result<IssuedCertificate> issued = Issue();
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  EXPECT_EQ(api_.Count("POST", "/apis/cert-manager.io/"), posts + 1);
 }
 
 TEST_F(CertManagerIssuerTest, SameNameWithAnotherCsrIsReplaced) {

@@ -4,14 +4,17 @@
 // files and no mount; the next attempt succeeds.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cerrno>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "common/clock.h"
 #include "issue/local_ca.h"
 #include "state/store.h"
+#include "support/fake_clock.h"
 #include "support/fault_env.h"
 #include "support/mounts.h"
 #include "support/root.h"
@@ -51,8 +54,7 @@ class PublisherFixture {
         LocalCa::LoadOrCreate(options_.data_root + "/ca", SystemClock::Instance(), Env::Default());
     ASSERT_TRUE(ca.ok()) << ca.status().ToString();
     ca_ = std::move(*ca);
-    publisher_ = std::make_unique<Publisher>(options_, store_.get(), ca_.get(), &env_,
-                                             &SystemClock::Instance());
+    publisher_ = std::make_unique<Publisher>(options_, store_.get(), ca_.get(), &env_, clock_);
     ASSERT_TRUE(publisher_->Startup().ok());
 
     request_.volume_id = "csi-fault";
@@ -82,6 +84,8 @@ class PublisherFixture {
   std::unique_ptr<Store> store_;
   std::unique_ptr<LocalCa> ca_;
   FaultInjectionEnv env_;
+  // Set before Open() to give the publisher another clock.
+  const Clock* clock_ = &SystemClock::Instance();
   std::unique_ptr<Publisher> publisher_;
   PublishRequest request_;
 };
@@ -172,8 +176,9 @@ TEST_F(OneOperationPerVolumeTest, PublishWaitsForAnUnpublishRemovingTheFiles) {
   env_.ReleaseRemoveTree();
   unpublish.join();
   ASSERT_TRUE(unpublished.ok()) << unpublished.ToString();
-  EXPECT_EQ(published.code(), Code::kAborted) << published.ToString();
-  EXPECT_NE(published.message().find("unpublish"), std::string::npos) << published.ToString();
+  EXPECT_EQ(published.code(), Code::kDeadlineExceeded) << published.ToString();
+  EXPECT_NE(published.message().find("waiting behind an unpublish"), std::string::npos)
+      << published.ToString();
   auto row = store_->GetVolume(request_.volume_id);
   ASSERT_TRUE(row.ok());
   EXPECT_FALSE(row->has_value());
@@ -181,6 +186,101 @@ TEST_F(OneOperationPerVolumeTest, PublishWaitsForAnUnpublishRemovingTheFiles) {
   EXPECT_FALSE(fs::exists(volume_dir));
 
   ExpectPublishWorks();
+}
+
+// A FakeClock that counts its SteadyNow reads, so a test can tell that a
+// publish has taken its start time and is polling in its wait.
+class CountingClock final : public Clock {
+ public:
+  int64_t NowUnix() const override { return clock.NowUnix(); }
+  std::chrono::steady_clock::time_point SteadyNow() const override {
+    ++reads;
+    return clock.SteadyNow();
+  }
+  FakeClock clock;
+  mutable std::atomic<int> reads{0};
+};
+
+// The local CA, remembering the deadline of the last Issue.
+class DeadlineRecordingIssuer final : public Issuer {
+ public:
+  explicit DeadlineRecordingIssuer(Issuer* inner) : inner_(inner) {}
+  std::string Name() const override { return inner_->Name(); }
+  Result<IssuedCertificate> Issue(const IssueInput& input,
+                                  std::chrono::steady_clock::time_point deadline,
+                                  std::stop_token stop) override {
+    last_deadline = deadline;
+    return inner_->Issue(input, deadline, stop);
+  }
+  std::optional<std::chrono::steady_clock::time_point> last_deadline;
+
+ private:
+  Issuer* inner_;
+};
+
+// A publish that waits behind an unpublish of its volume for `waited` (on
+// the injected clock) and then runs. Returns its result; `issue_deadline`
+// is the deadline it issued with, if it got that far.
+class DeadlineBehindUnpublishTest : public PublisherFixture, public ::testing::Test {
+ protected:
+  Status PublishAfterWaiting(std::chrono::seconds waited) {
+    options_.publish_timeout = std::chrono::seconds(10);
+    clock_ = &counting_;
+    Open();
+    recording_ = std::make_unique<DeadlineRecordingIssuer>(ca_.get());
+    publisher_ =
+        std::make_unique<Publisher>(options_, store_.get(), recording_.get(), &env_, clock_);
+    EXPECT_TRUE(publisher_->Startup().ok());
+    request_.volume_context["csi.cert-manager.io/key-algorithm"] = "ECDSA";
+    EXPECT_TRUE(publisher_->Publish(request_).ok());
+    env_.HoldRemoveTree(options_.data_root + "/volumes/" + request_.volume_id);
+    std::thread unpublish([&] { (void)publisher_->Unpublish(request_.volume_id, target_); });
+    env_.WaitUntilRemoveTreeHeld();
+
+    started_ = counting_.SteadyNow();
+    const int reads_before = counting_.reads.load();
+    Status published;
+    std::thread publish([&] { published = publisher_->Publish(request_); });
+    // A few reads: the publish took its start time and polls in its wait.
+    while (counting_.reads.load() < reads_before + 3) std::this_thread::yield();
+    counting_.clock.Advance(waited);
+    if (waited >= options_.publish_timeout) {
+      // Out of time before the unpublish ends: the publish gives up alone.
+      publish.join();
+      env_.ReleaseRemoveTree();
+    } else {
+      env_.ReleaseRemoveTree();
+      publish.join();
+    }
+    unpublish.join();
+    return published;
+  }
+
+  CountingClock counting_;
+  std::unique_ptr<DeadlineRecordingIssuer> recording_;
+  std::chrono::steady_clock::time_point started_;
+};
+
+TEST_F(DeadlineBehindUnpublishTest, TimeWaitedCountsAgainstThePublishTimeout) {
+  CERTMOUNT_REQUIRE_ROOT();
+  Status published = PublishAfterWaiting(std::chrono::seconds(9));
+  ASSERT_TRUE(published.ok()) << published.ToString();
+  ASSERT_TRUE(recording_->last_deadline.has_value());
+  // The deadline of the publish's start, not a fresh 10 s after the wait.
+  EXPECT_EQ(*recording_->last_deadline, started_ + std::chrono::seconds(10));
+}
+
+TEST_F(DeadlineBehindUnpublishTest, ATimeoutSpentWaitingIsReportedAsSuch) {
+  CERTMOUNT_REQUIRE_ROOT();
+  Status published = PublishAfterWaiting(std::chrono::seconds(11));
+  EXPECT_EQ(published.code(), Code::kDeadlineExceeded) << published.ToString();
+  EXPECT_NE(published.message().find("ran out while waiting behind an unpublish"),
+            std::string::npos)
+      << published.ToString();
+  auto row = store_->GetVolume(request_.volume_id);
+  ASSERT_TRUE(row.ok());
+  EXPECT_FALSE(row->has_value());
+  EXPECT_FALSE(IsMountPoint(target_));
 }
 
 INSTANTIATE_TEST_SUITE_P(

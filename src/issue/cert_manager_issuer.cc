@@ -294,22 +294,42 @@ void CertManagerIssuer::EnsureWatching() {
 }
 
 std::shared_ptr<CertManagerIssuer::Waiter> CertManagerIssuer::Register(
-    const std::string& key, const std::string& expected_request) {
+    const std::string& key, const std::string& expected_request, const std::string& volume_id) {
+  const auto now = client_->clock().SteadyNow();
   std::lock_guard lock(mutex_);
+  std::erase_if(waiters_, [&](const auto& entry) {
+    return entry.second->users == 0 && entry.first != key && entry.second->parked_until < now;
+  });
   std::shared_ptr<Waiter>& waiter = waiters_[key];
   if (waiter == nullptr) waiter = std::make_shared<Waiter>();
   if (waiter->expected_request != expected_request) {
     waiter->expected_request = expected_request;
     waiter->outcome.reset();
+    waiter->created = false;
   }
+  waiter->volume_id = volume_id;
   ++waiter->users;
   return waiter;
 }
 
 void CertManagerIssuer::Unregister(const std::string& key) {
+  const auto now = client_->clock().SteadyNow();
   std::lock_guard lock(mutex_);
   auto it = waiters_.find(key);
-  if (it != waiters_.end() && --it->second->users == 0) waiters_.erase(it);
+  if (it == waiters_.end() || --it->second->users > 0) return;
+  Waiter& waiter = *it->second;
+  if (waiter.created && !waiter.outcome.has_value() && !shutting_down_) {
+    waiter.parked_until = now + options_.park_pending_for;
+    return;
+  }
+  waiters_.erase(it);
+}
+
+void CertManagerIssuer::DropParked(const std::string& volume_id) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(waiters_, [&](const auto& entry) {
+    return entry.second->users == 0 && entry.second->volume_id == volume_id;
+  });
 }
 
 void CertManagerIssuer::Offer(const std::string& key, const std::string& object_json) {
@@ -344,6 +364,11 @@ void CertManagerIssuer::OnEvent(const kube::WatchEvent& event) {
   it->second->outcome = Result<IssuedCertificate>(
       Status::Aborted("CertificateRequest " + key + " was deleted before it was signed"));
   it->second->changed.notify_all();
+}
+
+bool CertManagerIssuer::Created(const Waiter& waiter) {
+  std::lock_guard lock(mutex_);
+  return waiter.created;
 }
 
 Result<IssuedCertificate> CertManagerIssuer::Wait(const std::string& key,
@@ -424,13 +449,21 @@ Result<IssuedCertificate> CertManagerIssuer::CreateAndWait(
 
   const std::string key = KeyOf(input.pod.namespace_, input.request_name);
   // Registered before the create, so no event about it can be missed.
-  std::shared_ptr<Waiter> waiter = Register(key, csr_b64);
+  std::shared_ptr<Waiter> waiter = Register(key, csr_b64, input.volume_id);
   struct Unregisterer {
     CertManagerIssuer* issuer;
     const std::string& key;
     ~Unregisterer() { issuer->Unregister(key); }
   } unregister{this, key};
-  CERTMOUNT_RETURN_IF_ERROR(CreateOrResumeNamed(input, body, csr_b64, deadline, stop));
+  if (!Created(*waiter)) {
+    CERTMOUNT_RETURN_IF_ERROR(CreateOrResumeNamed(input, body, csr_b64, deadline, stop));
+    std::lock_guard lock(mutex_);
+    waiter->created = true;
+  } else {
+    // An earlier try created it and ran out of time; the watch has kept
+    // its state since, so this try costs no call.
+    spdlog::info("waiting again for CertificateRequest {} of volume {}", key, input.volume_id);
+  }
   return Wait(key, waiter, deadline, stop);
 }
 
@@ -444,7 +477,7 @@ Result<IssuedCertificate> CertManagerIssuer::CreateUnnamedAndWait(
   CERTMOUNT_ASSIGN_OR_RETURN(json object, ParseObject(created, "creating a CertificateRequest"));
   const std::string name = MetadataField(object, "name");
   const std::string key = KeyOf(input.pod.namespace_, name);
-  std::shared_ptr<Waiter> waiter = Register(key, csr_b64);
+  std::shared_ptr<Waiter> waiter = Register(key, csr_b64, input.volume_id);
   spdlog::info("created CertificateRequest {} for volume {}", key, input.volume_id);
   // Events between the create and Register were missed; one read covers them.
   Result<kube::Response> current =
@@ -546,6 +579,7 @@ void CertManagerIssuer::NoteIssuing(const std::string& volume_id) {
 
 void CertManagerIssuer::Retire(const std::string& namespace_, const std::string& volume_id,
                                std::optional<uint64_t> current_issuance) {
+  DropParked(volume_id);
   Retirement retirement;
   retirement.namespace_ = namespace_;
   retirement.volume_id = volume_id;

@@ -51,6 +51,9 @@ struct CertManagerIssuerOptions {
   // Bound on the calls DeleteRequests makes, and on the pod check made
   // after an Issue's own deadline passed.
   std::chrono::seconds delete_timeout{30};
+  // How long a request still pending when its try ran out of time stays
+  // watched for the next try (kubelet retries within about two minutes).
+  std::chrono::seconds park_pending_for{600};
   // A failed retirement is tried again after this, doubling up to the max.
   std::chrono::milliseconds retire_backoff_initial{1000};
   std::chrono::milliseconds retire_backoff_max{300000};
@@ -147,6 +150,17 @@ class CertManagerIssuer final : public Issuer {
     // What the request said last while pending, for the deadline message.
     std::string last_state = "no status yet";
     int users = 0;
+    // The request is known to exist with expected_request (this issuer
+    // created or resumed it): a later try of the same issuance waits for
+    // its outcome without another call.
+    bool created = false;
+    // The volume the request is for, to drop a parked waiter when the
+    // volume goes.
+    std::string volume_id;
+    // A waiter that no try uses any more is parked until then when its
+    // request is still pending, so an outcome the watch brings meanwhile
+    // is there for the next try; otherwise it is dropped at once.
+    std::chrono::steady_clock::time_point parked_until{};
   };
 
   // OK when the pod runs; ABORTED (and the volume's requests retired) when
@@ -180,9 +194,17 @@ class CertManagerIssuer final : public Issuer {
   // Starts the watch thread if it is not running.
   void EnsureWatching();
   void OnEvent(const kube::WatchEvent& event);
-  // The waiter for "namespace/name", created on first use.
-  std::shared_ptr<Waiter> Register(const std::string& key, const std::string& expected_request);
+  // The waiter for "namespace/name", created on first use or taken over
+  // from a parked one; parked waiters past their time are dropped here.
+  std::shared_ptr<Waiter> Register(const std::string& key, const std::string& expected_request,
+                                   const std::string& volume_id);
+  // One try stopped using the waiter. The last one parks it (see
+  // Waiter::parked_until) when the request exists and has no outcome yet;
+  // otherwise the waiter is dropped.
   void Unregister(const std::string& key);
+  // Drops the parked waiters of a volume that is gone.
+  void DropParked(const std::string& volume_id);
+  bool Created(const Waiter& waiter);
   // Records what an object says about its request's outcome, if anything.
   void Offer(const std::string& key, const std::string& object_json);
   Result<IssuedCertificate> Wait(const std::string& key, const std::shared_ptr<Waiter>& waiter,

@@ -18,8 +18,14 @@
 
 namespace certmount {
 
+// Why an issuance is asked for. A signer with a shared budget of calls
+// (the cert-manager issuer's client-side rate limit) serves publishes
+// first: a pod waits for its publish, a renewal has time to spare.
+enum class IssuePurpose { kPublish, kRenewal };
+
 struct IssueInput {
   std::string volume_id;
+  IssuePurpose purpose = IssuePurpose::kRenewal;
   std::string csr_pem;
   const CertificateSpec* spec = nullptr;
   PodInfo pod;

@@ -289,8 +289,10 @@ Node::Renewing Node::StartRenewals(ScheduleLoaded /*loaded*/) {
     publisher_->set_observer(scheduler_.get());
   }
   publisher_->set_reissuer(
-      [renewer = renewer_.get()](const VolumeRecord& volume, std::stop_token stop) {
-        return renewer->Renew(volume, std::move(stop));
+      [renewer = renewer_.get()](const VolumeRecord& volume,
+                                 std::chrono::steady_clock::time_point deadline,
+                                 std::stop_token stop) {
+        return renewer->Renew(volume, std::move(stop), {deadline, IssuePurpose::kPublish});
       });
   scheduler_->Start();
   if (ca_watcher_ != nullptr) {

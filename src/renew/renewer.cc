@@ -58,8 +58,9 @@ Result<std::string> Renewer::CurrentCertificate(const VolumeRecord& volume) cons
   return env_->ReadFile(layout.data + "/" + spec.certificate_file);
 }
 
-Result<IssuedCertificateFields> Renewer::Renew(const VolumeRecord& volume, std::stop_token stop) {
-  const auto deadline = clock_->SteadyNow() + options_.timeout;
+Result<IssuedCertificateFields> Renewer::Renew(const VolumeRecord& volume, std::stop_token stop,
+                                               const RenewCall& call) {
+  const auto deadline = call.deadline.value_or(clock_->SteadyNow() + options_.timeout);
   CERTMOUNT_ASSIGN_OR_RETURN(VolumeLayout layout, ExistingLayout(volume));
   std::map<std::string, std::string> attributes;
   Result<CertificateSpec> spec = LoadSpec(volume, layout, attributes);
@@ -67,6 +68,7 @@ Result<IssuedCertificateFields> Renewer::Renew(const VolumeRecord& volume, std::
 
   IssuanceRequest request;
   request.volume_id = volume.volume_id;
+  request.purpose = call.purpose;
   request.spec = &*spec;
   request.pod = PodInfoFromContext(volume.attributes);
   request.layout = layout;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <stop_token>
 #include <string>
 
@@ -43,6 +44,15 @@ struct RenewerOptions {
   std::function<void(const std::string& volume_id)> on_renewed = nullptr;
 };
 
+// How one Renew call is bounded and ranked. The default is a scheduled
+// renewal: a deadline of now + RenewerOptions::timeout, served after
+// publishes. A publish that re-issues a mounted volume's lost files passes
+// its own deadline and purpose, so the re-issue counts against the publish.
+struct RenewCall {
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  IssuePurpose purpose = IssuePurpose::kRenewal;
+};
+
 class Renewer {
  public:
   // `issuer`, `env` and `clock` must outlive the Renewer.
@@ -57,7 +67,8 @@ class Renewer {
   // attributes kept in the volume's private directory, and issues into the
   // volume (IssueIntoVolume) with the pod's key reused when the spec asks
   // for it, the files owned by `volume.file_group`, and a deadline of now +
-  // timeout. On failure the volume's previous files stay as they were.
+  // timeout (or `call`'s). On failure the volume's previous files stay as
+  // they were.
   // FAILED_PRECONDITION, without writing, when the volume's data directory
   // is gone: a new one would not be the directory the pod has mounted.
   // With a resumable issuer: when the volume has a pending issuance (its key
@@ -66,7 +77,8 @@ class Renewer {
   // request name, Issuer::RequestName) BEFORE the issuer is asked, so a
   // restart resumes the same request.
   // Thread-safe for different volumes; calls for one volume must not overlap.
-  Result<IssuedCertificateFields> Renew(const VolumeRecord& volume, std::stop_token stop);
+  Result<IssuedCertificateFields> Renew(const VolumeRecord& volume, std::stop_token stop,
+                                        const RenewCall& call = {});
 
   // Rewrites the volume's CA file with the issuer's current trust bundle
   // (Issuer::TrustBundlePem, RewriteTrustBundle), keeping its certificate

@@ -162,6 +162,7 @@ Result<IssuedCertificateFields> IssueIntoVolume(const IssuanceRequest& request, 
 
   IssueInput input;
   input.volume_id = request.volume_id;
+  input.purpose = request.purpose;
   input.csr_pem = std::move(made.csr_pem);
   input.spec = &spec;
   input.pod = request.pod;

@@ -23,6 +23,8 @@ enum class IssuanceStep { kKeyGenerated, kIssued, kFilesWritten };
 
 struct IssuanceRequest {
   std::string volume_id;
+  // IssueInput::purpose.
+  IssuePurpose purpose = IssuePurpose::kRenewal;
   const CertificateSpec* spec = nullptr;
   PodInfo pod;
   VolumeLayout layout;

@@ -326,13 +326,14 @@ Status Publisher::Adopt(const std::string& volume_id, const std::string& target)
 
 Status Publisher::Publish(const PublishRequest& request) {
   const auto started = clock_->SteadyNow();
-  Status result = PublishOnce(request);
+  Status result = PublishOnce(request, started + options_.publish_timeout);
   const double seconds = std::chrono::duration<double>(clock_->SteadyNow() - started).count();
   (result.ok() ? Metrics().publish_ok : Metrics().publish_error).Observe(seconds);
   return result;
 }
 
-Status Publisher::PublishOnce(const PublishRequest& request) {
+Status Publisher::PublishOnce(const PublishRequest& request,
+                              std::chrono::steady_clock::time_point deadline) {
   CERTMOUNT_RETURN_IF_ERROR(ValidateVolumeId(request.volume_id));
   CERTMOUNT_RETURN_IF_ERROR(ValidateTargetPath(request.target_path, options_.target_root, env_));
   CERTMOUNT_ASSIGN_OR_RETURN(
@@ -350,35 +351,53 @@ Status Publisher::PublishOnce(const PublishRequest& request) {
     options_.tokens->Set(request.volume_id, std::move(*token));
   }
 
-  const auto deadline = clock_->SteadyNow() + options_.publish_timeout;
-  std::shared_ptr<InFlight> flight;
-  {
-    std::unique_lock lock(mu_);
-    for (auto it = in_flight_.find(request.volume_id); it != in_flight_.end();
-         it = in_flight_.find(request.volume_id)) {
-      std::shared_ptr<InFlight> running = it->second;
-      if (!running->unpublish && running->target_path != request.target_path) {
-        return Status::AlreadyExists("volume " + request.volume_id + " is being published at " +
-                                     running->target_path);
-      }
-      // A retry from kubelet while the first attempt is still issuing shares
-      // its outcome rather than start a second issuance; after an unpublish
-      // the publish starts over.
-      if (!running->finished.wait_until(lock, deadline, [&] { return running->done; })) {
-        std::string message(running->unpublish ? "an unpublish" : "a publish");
-        message += " of volume " + request.volume_id + " is still in progress; retry later";
-        return Status::Aborted(message);
-      }
-      if (!running->unpublish) return running->result;
-    }
-    flight = std::make_shared<InFlight>();
-    flight->target_path = request.target_path;
-    in_flight_[request.volume_id] = flight;
-  }
-
-  Status result = PublishNew(request, spec, flight->stop.get_token());
+  CERTMOUNT_ASSIGN_OR_RETURN(std::shared_ptr<InFlight> flight, ClaimForPublish(request, deadline));
+  if (flight == nullptr) return Status::Ok();
+  Status result = PublishNew(request, spec, deadline, flight->stop.get_token());
   Release(request.volume_id, flight, result);
   return result;
+}
+
+Result<std::shared_ptr<Publisher::InFlight>> Publisher::ClaimForPublish(
+    const PublishRequest& request, std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  for (auto it = in_flight_.find(request.volume_id); it != in_flight_.end();
+       it = in_flight_.find(request.volume_id)) {
+    std::shared_ptr<InFlight> running = it->second;
+    if (!running->unpublish && running->target_path != request.target_path) {
+      return Status::AlreadyExists("volume " + request.volume_id + " is being published at " +
+                                   running->target_path);
+    }
+    // A retry from kubelet while the first attempt is still issuing shares
+    // its outcome rather than start a second issuance; after an unpublish
+    // the publish starts over. The wait is part of this publish's time.
+    if (!WaitUntilDone(lock, *running, deadline)) {
+      return Status::DeadlineExceeded(
+          "the publish timeout ran out while waiting behind " +
+          std::string(running->unpublish ? "an unpublish" : "another publish") + " of volume " +
+          request.volume_id + ", still in progress; retry later");
+    }
+    if (!running->unpublish) {
+      if (!running->result.ok()) return running->result;
+      return std::shared_ptr<InFlight>();
+    }
+  }
+  auto flight = std::make_shared<InFlight>();
+  flight->target_path = request.target_path;
+  in_flight_[request.volume_id] = flight;
+  return flight;
+}
+
+bool Publisher::WaitUntilDone(std::unique_lock<std::mutex>& lock, InFlight& running,
+                              std::chrono::steady_clock::time_point deadline) const {
+  while (!running.done) {
+    const auto remaining = deadline - clock_->SteadyNow();
+    if (remaining <= std::chrono::steady_clock::duration::zero()) return false;
+    // Slices, so that an injected clock moved by hand is noticed too.
+    running.finished.wait_for(lock, std::min<std::chrono::steady_clock::duration>(
+                                        remaining, std::chrono::milliseconds(20)));
+  }
+  return true;
 }
 
 void Publisher::Release(const std::string& volume_id, const std::shared_ptr<InFlight>& flight,
@@ -536,7 +555,9 @@ VolumeRecord Publisher::NewRecord(const PublishRequest& request, const PodInfo& 
 }
 
 std::optional<Status> Publisher::Register(const PublishRequest& request, const VolumeRecord& record,
-                                          const TargetState& target, std::stop_token stop) {
+                                          const TargetState& target,
+                                          std::chrono::steady_clock::time_point deadline,
+                                          std::stop_token stop) {
   const std::string& volume_id = request.volume_id;
   // Registering first and looking only on a conflict keeps a new volume,
   // the common case, at one transaction.
@@ -547,7 +568,7 @@ std::optional<Status> Publisher::Register(const PublishRequest& request, const V
     return Status::AlreadyExists("volume " + volume_id + " is already published at " +
                                  (*existing)->target_path);
   }
-  if ((*existing)->mounted) return Republish(request, record, target, stop);
+  if ((*existing)->mounted) return Republish(request, record, target, deadline, stop);
   // An unmounted row that is not in flight is the remains of a rollback
   // that could not finish; clear it and start over.
   RollBack(volume_id, request.target_path, /*mounted=*/true, /*created_target=*/false,
@@ -570,6 +591,7 @@ Result<IssuedCertificateFields> Publisher::IssueNew(const PublishRequest& reques
   const VolumeLayout layout = VolumeLayout::For(options_.data_root, volume_id);
   IssuanceRequest issuance;
   issuance.volume_id = volume_id;
+  issuance.purpose = IssuePurpose::kPublish;
   issuance.spec = &spec;
   issuance.pod = PodInfoFromContext(request.volume_context);
   if (options_.tokens != nullptr) {
@@ -610,14 +632,15 @@ Status Publisher::MountNew(const PublishRequest& request, const TargetState& tar
 }
 
 Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpec& spec,
-                             std::stop_token stop) {
+                             std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
   const std::string& volume_id = request.volume_id;
-  const auto deadline = clock_->SteadyNow() + options_.publish_timeout;
   CERTMOUNT_ASSIGN_OR_RETURN(std::optional<gid_t> gid, FileGroup(spec, request.volume_mount_group));
   CERTMOUNT_ASSIGN_OR_RETURN(TargetState target, InspectTarget(request.target_path, volume_id));
   const PodInfo pod = PodInfoFromContext(request.volume_context);
   const VolumeRecord record = NewRecord(request, pod, gid);
-  if (std::optional<Status> done = Register(request, record, target, stop)) return *done;
+  if (std::optional<Status> done = Register(request, record, target, deadline, stop)) {
+    return *done;
+  }
   Step(PublishStep::kRegistered, volume_id);
 
   NewPublishRollback rollback(this, request, pod.namespace_);
@@ -649,7 +672,8 @@ Status Publisher::PublishNew(const PublishRequest& request, const CertificateSpe
 }
 
 Status Publisher::Republish(const PublishRequest& request, const VolumeRecord& wanted,
-                            const TargetState& target, std::stop_token stop) {
+                            const TargetState& target,
+                            std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
   const std::string& volume_id = request.volume_id;
   CERTMOUNT_ASSIGN_OR_RETURN(std::optional<VolumeRecord> row, store_->GetVolume(volume_id));
   if (!row.has_value() || !row->mounted) {
@@ -674,7 +698,7 @@ Status Publisher::Republish(const PublishRequest& request, const VolumeRecord& w
     if (!contents.ok() || contents->empty()) {
       spdlog::warn("republish of volume {}: its file {} is missing from {}; issuing it again",
                    volume_id, name, layout.data);
-      CERTMOUNT_RETURN_IF_ERROR(ReissueNow(*row, stop));
+      CERTMOUNT_RETURN_IF_ERROR(ReissueNow(*row, deadline, stop));
       break;
     }
   }
@@ -687,7 +711,8 @@ Status Publisher::Republish(const PublishRequest& request, const VolumeRecord& w
   return Status::Ok();
 }
 
-Status Publisher::ReissueNow(const VolumeRecord& row, std::stop_token stop) {
+Status Publisher::ReissueNow(const VolumeRecord& row,
+                             std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
   if (!reissue_) {
     return Status::Unavailable("volume " + row.volume_id +
                                " is published but its files are missing; the next renewal "
@@ -697,7 +722,7 @@ Status Publisher::ReissueNow(const VolumeRecord& row, std::stop_token stop) {
   // the same file set); the schedule is put back whatever the outcome.
   if (observer_ != nullptr) observer_->OnRemoved(row.volume_id);
   const auto started = clock_->SteadyNow();
-  Result<IssuedCertificateFields> fields = reissue_(row, std::move(stop));
+  Result<IssuedCertificateFields> fields = reissue_(row, deadline, std::move(stop));
   const auto elapsed = clock_->SteadyNow() - started;
   RecordIssuanceMetrics(issuer_->Name(), IssuanceKind::kRenewal, fields.ok(),
                         std::chrono::duration<double>(elapsed).count());

@@ -111,10 +111,11 @@ class Publisher {
   void set_observer(VolumeObserver* observer) { observer_ = observer; }
 
   // Writes a new file set into a mounted volume's data directory, the way a
-  // renewal does (certmountd passes Renewer::Renew). A republish of a volume
-  // whose files are gone uses it; without one it answers UNAVAILABLE.
-  using Reissuer =
-      std::function<Result<IssuedCertificateFields>(const VolumeRecord&, std::stop_token)>;
+  // renewal does (certmountd passes Renewer::Renew), within the publish's
+  // deadline. A republish of a volume whose files are gone uses it; without
+  // one it answers UNAVAILABLE.
+  using Reissuer = std::function<Result<IssuedCertificateFields>(
+      const VolumeRecord&, std::chrono::steady_clock::time_point deadline, std::stop_token)>;
   void set_reissuer(Reissuer reissue) { reissue_ = std::move(reissue); }
 
   std::string VolumeDir(const std::string& volume_id) const;
@@ -137,19 +138,32 @@ class Publisher {
     std::string description;  // of the foreign mount, for messages
   };
 
-  // Publish without the timing.
-  Status PublishOnce(const PublishRequest& request);
+  // Publish without the timing. Everything it does, waiting behind another
+  // operation on the volume included, counts against `deadline`.
+  Status PublishOnce(const PublishRequest& request, std::chrono::steady_clock::time_point deadline);
+  // Waits until no other operation of the volume runs, then registers this
+  // publish. Returns the flight to Release, or the publish's outcome: the
+  // result of the same publish already running, ALREADY_EXISTS for one at
+  // another target, DEADLINE_EXCEEDED when `deadline` passes while waiting.
+  Result<std::shared_ptr<InFlight>> ClaimForPublish(const PublishRequest& request,
+                                                    std::chrono::steady_clock::time_point deadline);
   // Refuses a target the volume may not use; describes it otherwise.
   Result<TargetState> InspectTarget(const std::string& target, const std::string& volume_id);
   // A publish of a volume whose row is mounted: checks the request matches,
   // then verifies files and mount, re-mounting when the mount is gone.
   Status Republish(const PublishRequest& request, const VolumeRecord& wanted,
-                   const TargetState& target, std::stop_token stop);
+                   const TargetState& target, std::chrono::steady_clock::time_point deadline,
+                   std::stop_token stop);
   // Issues a mounted volume's files again through the reissuer, with no
   // scheduled renewal of it running meanwhile, and records the new
   // certificate. On failure returns its error; row and mount stay as they
   // were and the volume stays scheduled at its old time.
-  Status ReissueNow(const VolumeRecord& row, std::stop_token stop);
+  Status ReissueNow(const VolumeRecord& row, std::chrono::steady_clock::time_point deadline,
+                    std::stop_token stop);
+  // Waits on `lock` (of mu_) until `running` is done: false when `deadline`
+  // (on clock_) passes first.
+  bool WaitUntilDone(std::unique_lock<std::mutex>& lock, InFlight& running,
+                     std::chrono::steady_clock::time_point deadline) const;
   Status UnpublishClaimed(const std::string& volume_id, const std::string& target_path);
   // Waits until no other operation of `volume_id` runs (cancelling a
   // publish), then registers an unpublish.
@@ -184,7 +198,7 @@ class Publisher {
   // A publish of a volume without a mounted row: register, issue, mount,
   // commit; a failure before the commit rolls back (NewPublishRollback).
   Status PublishNew(const PublishRequest& request, const CertificateSpec& spec,
-                    std::stop_token stop);
+                    std::chrono::steady_clock::time_point deadline, std::stop_token stop);
   class NewPublishRollback;
   // The row a new publish registers.
   VolumeRecord NewRecord(const PublishRequest& request, const PodInfo& pod,
@@ -192,7 +206,9 @@ class Publisher {
   // Registers `record` unmounted. Returns nullopt when it did; otherwise the
   // publish's outcome (a republish of the mounted volume, or an error).
   std::optional<Status> Register(const PublishRequest& request, const VolumeRecord& record,
-                                 const TargetState& target, std::stop_token stop);
+                                 const TargetState& target,
+                                 std::chrono::steady_clock::time_point deadline,
+                                 std::stop_token stop);
   // Issues into the new volume's data directory; a timed-out resumable
   // issuance tells `rollback` to keep its pending key and CSR.
   Result<IssuedCertificateFields> IssueNew(const PublishRequest& request,
