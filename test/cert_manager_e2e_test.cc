@@ -87,10 +87,11 @@ class CertManagerDaemonTest : public ::testing::Test {
     return parent + "/mount";
   }
 
-  grpc::Status Publish(const std::string& volume_id, const std::string& target,
-                       const std::string& pod_token = "") {
+  grpc::Status Publish(
+      const std::string& volume_id, const std::string& target, const std::string& pod_token = "",
+      const std::map<std::string, std::string>& attributes = CertManagerAttributes()) {
     csi::v1::NodePublishVolumeRequest request =
-        KubeletPublishRequest(volume_id, target, CertManagerAttributes());
+        KubeletPublishRequest(volume_id, target, attributes);
     if (!pod_token.empty()) {
       (*request.mutable_volume_context())["csi.storage.k8s.io/serviceAccount.tokens"] =
           R"({"":{"token":")" + pod_token + R"(","expirationTimestamp":"2030-01-01T00:00:00Z"}})";
@@ -119,6 +120,13 @@ class CertManagerDaemonTest : public ::testing::Test {
   }
 
   std::vector<json> Posts() { return api_.PostedBodies(); }
+  // GETs of pods: the reads the node's pod watch is there to save.
+  int PodReads() { return api_.Count("GET", "/api/v1/namespaces/"); }
+  // The pod watch's request follows its list: once it is in, so is every
+  // pod the fake held before.
+  bool PodWatchSynced() {
+    return api_.WaitUntil([&] { return api_.Count("GET", "/api/v1/pods", true) > 0; });
+  }
 
   TempDir dir_;
   FakeKubeApi api_;
@@ -432,6 +440,51 @@ TEST_F(CertManagerDaemonTest, RefusedTokenOfADeletedPodIsNotFinalAndLeavesNoRequ
 
   EXPECT_TRUE(api_.WaitUntil([&] { return api_.ObjectCount() == 0; })) << daemon_->log();
   EXPECT_EQ(api_.creates_for_gone_pods(), 0);
+}
+
+// With the node's pod watch in, a publish and the renewals after it cost
+// their creates alone: no pod is read.
+TEST_F(CertManagerDaemonTest, PublishAndRenewalOfAPodTheWatchKnowsReadNoPod) {
+  StartDaemon(api_.url());
+  ASSERT_TRUE(PodWatchSynced()) << daemon_->log();
+  std::map<std::string, std::string> attributes = CertManagerAttributes();
+  attributes["csi.cert-manager.io/duration"] = "3s";  // renewed two seconds in
+  grpc::Status published = Publish("csi-cm-w", Target("pod-w"), "", attributes);
+  ASSERT_TRUE(published.ok()) << published.error_message() << daemon_->log();
+  EXPECT_EQ(Posts().size(), 1u);
+  ASSERT_TRUE(api_.WaitUntil([&] { return Posts().size() >= 2; }, 20s)) << daemon_->log();
+  EXPECT_EQ(PodReads(), 0);
+}
+
+// A pod the watch lists as terminating gets ABORTED with neither a create
+// nor a read of the pod.
+TEST_F(CertManagerDaemonTest, PodTheWatchShowsTerminatingCostsNoCall) {
+  api_.TerminatePod("default", "web-0");
+  StartDaemon(api_.url());
+  ASSERT_TRUE(PodWatchSynced()) << daemon_->log();
+  const std::string target = Target("pod-t");
+  grpc::Status status = Publish("csi-cm-t", target);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::ABORTED) << status.error_message();
+  EXPECT_NE(status.error_message().find("terminating"), std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(Posts().size(), 0u);
+  EXPECT_EQ(PodReads(), 0);
+  EXPECT_EQ(Rows(), 0);
+}
+
+// A pod created just before its publish races the watch: the publish waits
+// for its event, reading the pod at most once, and succeeds.
+TEST_F(CertManagerDaemonTest, PodNewerThanTheWatchIsPublishedWithAtMostOneRead) {
+  StartDaemon(api_.url());
+  ASSERT_TRUE(PodWatchSynced()) << daemon_->log();
+  api_.PutPod("default", "web-1", "uid-web-1");
+  std::map<std::string, std::string> attributes = CertManagerAttributes();
+  attributes["csi.storage.k8s.io/pod.name"] = "web-1";
+  attributes["csi.storage.k8s.io/pod.uid"] = "uid-web-1";
+  grpc::Status published = Publish("csi-cm-n", Target("pod-n"), "", attributes);
+  ASSERT_TRUE(published.ok()) << published.error_message() << daemon_->log();
+  EXPECT_EQ(Posts().size(), 1u);
+  EXPECT_LE(PodReads(), 1);
 }
 
 // A publish that timed out keeps its request for kubelet's retry (the pod

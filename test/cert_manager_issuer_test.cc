@@ -17,6 +17,7 @@
 #include "issue/private_key.h"
 #include "kube/base64.h"
 #include "support/fake_kube_api.h"
+#include "support/pod_watch.h"
 
 namespace certmount {
 namespace {
@@ -83,6 +84,8 @@ class CertManagerIssuerTest : public ::testing::Test {
     issuer_options.node_id = "node-1";
     issuer_options.max_requests_per_volume = max_requests_per_volume;
     issuer_options.retire_backoff_initial = retire_backoff;
+    issuer_options.pod_cache = pod_cache_;
+    issuer_options.pod_cache_wait = pod_cache_wait_;
     issuer_ = std::make_unique<CertManagerIssuer>(std::shared_ptr<kube::Client>(std::move(*client)),
                                                   issuer_options);
   }
@@ -100,7 +103,25 @@ class CertManagerIssuerTest : public ::testing::Test {
     return bodies;
   }
 
+  // Makes the issuer ask the node's pod watch (as certmountd does) once its
+  // first list is in.
+  void WatchPods() {
+    pods_ = std::make_unique<testing::PodWatch>(api_);
+    ASSERT_TRUE(pods_->WaitSynced());
+    pod_cache_ = &pods_->cache();
+    MakeIssuer(api_.url());
+  }
+
+  kube::PodRef Pod() const { return {input_.pod.namespace_, input_.pod.name, input_.pod.uid}; }
+  // GETs of pods: the reads the pod watch is there to save.
+  int PodReads() { return api_.Count("GET", "/api/v1/namespaces/"); }
+  int Creates() { return api_.Count("POST", "/apis/cert-manager.io/"); }
+
   FakeKubeApi api_;
+  std::unique_ptr<testing::PodWatch> pods_;
+  // What MakeIssuer hands the issuer.
+  const kube::PodCache* pod_cache_ = nullptr;
+  std::chrono::milliseconds pod_cache_wait_ = 1s;
   CertificateSpec spec_;
   IssueInput input_;
   std::unique_ptr<CertManagerIssuer> issuer_;
@@ -411,6 +432,9 @@ TEST_F(CertManagerIssuerTest, NoRequestForAPodThatIsTerminatingGoneOrReplaced) {
 }
 
 TEST_F(CertManagerIssuerTest, PendingRequestOfAPodThatWentAwayIsDeletedAtTheDeadline) {
+  // The check at the deadline reads no pod (its answer is due then): the
+  // pod watch tells.
+  WatchPods();
   api_.SetPolicy(SignerPolicy::kPending);
   std::thread deleter([&] {
     api_.WaitUntil([&] { return api_.ObjectCount() == 1; });
@@ -421,6 +445,128 @@ TEST_F(CertManagerIssuerTest, PendingRequestOfAPodThatWentAwayIsDeletedAtTheDead
   EXPECT_EQ(issued.status().code(), Code::kAborted) << issued.status().ToString();
   issuer_->WaitForRetirements();
   EXPECT_EQ(api_.ObjectCount(), 0u);
+  EXPECT_EQ(PodReads(), 0);
+}
+
+TEST_F(CertManagerIssuerTest, PodTheWatchKnowsCostsNoPodRead) {
+  WatchPods();
+  Result<IssuedCertificate> issued = Issue();
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  EXPECT_EQ(Creates(), 1);
+  EXPECT_EQ(PodReads(), 0);
+}
+
+TEST_F(CertManagerIssuerTest, PodFinishedTerminatingOrGonePerTheWatchCostsNoCall) {
+  WatchPods();
+  // Once the watch shows the pod `state`, an issuance is ABORTED naming it.
+  auto expect_aborted_once_watched = [&](kube::PodLiveness state) {
+    ASSERT_TRUE(pods_->WaitFor(Pod(), state));
+    Result<IssuedCertificate> issued = Issue();
+    EXPECT_EQ(issued.status().code(), Code::kAborted) << issued.status().ToString();
+    EXPECT_NE(issued.status().message().find(kube::PodLivenessName(state)), std::string::npos)
+        << issued.status().ToString();
+  };
+  api_.SetPodPhase(kNs, input_.pod.name, "Succeeded");
+  expect_aborted_once_watched(kube::PodLiveness::kFinished);
+  api_.TerminatePod(kNs, input_.pod.name);
+  expect_aborted_once_watched(kube::PodLiveness::kTerminating);
+  api_.DeletePod(kNs, input_.pod.name);
+  expect_aborted_once_watched(kube::PodLiveness::kGone);
+  EXPECT_EQ(Creates(), 0);
+  EXPECT_EQ(PodReads(), 0);
+  EXPECT_EQ(api_.creates_for_gone_pods(), 0);
+}
+
+TEST_F(CertManagerIssuerTest, PodTheWatchHasNotSeenIsReadOnceAndIssuedFor) {
+  // On another node than the watched one: the watch never sees it, as with
+  // a pod its watch is too far behind to know.
+  input_.pod = {"unseen-0", kNs, "uid-unseen", "app-sa"};
+  api_.PutPod(kNs, input_.pod.name, input_.pod.uid, "other-node");
+  pod_cache_wait_ = 100ms;
+  WatchPods();
+  Result<IssuedCertificate> issued = Issue();
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  EXPECT_EQ(PodReads(), 1);
+  EXPECT_EQ(Creates(), 1);
+}
+
+TEST_F(CertManagerIssuerTest, NewPodRacingTheWatchIsWaitedForNotRead) {
+  WatchPods();
+  // kubelet already runs it: its ADDED event is on its way to the watch.
+  input_.pod = {"new-0", kNs, "uid-new", "app-sa"};
+  api_.PutPod(kNs, input_.pod.name, input_.pod.uid);
+  pod_cache_wait_ = 10s;
+  MakeIssuer(api_.url());
+  Result<IssuedCertificate> issued = Issue(20s);
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  EXPECT_EQ(PodReads(), 0);
+  EXPECT_EQ(Creates(), 1);
+}
+
+TEST_F(CertManagerIssuerTest, PodRecreatedUnderTheSameNameIsNotMistakenForTheOldOne) {
+  WatchPods();
+  const std::string old_uid = input_.pod.uid;
+  api_.PutPod(kNs, input_.pod.name, "uid-next");  // a StatefulSet's next pod
+  input_.pod.uid = "uid-next";
+  ASSERT_TRUE(pods_->WaitFor(Pod(), kube::PodLiveness::kRunning));
+
+  input_.pod.uid = old_uid;
+  Result<IssuedCertificate> old_pod = Issue();
+  EXPECT_EQ(old_pod.status().code(), Code::kAborted) << old_pod.status().ToString();
+  EXPECT_NE(old_pod.status().message().find("gone"), std::string::npos);
+  EXPECT_EQ(Creates(), 0);
+
+  input_.pod.uid = "uid-next";
+  Result<IssuedCertificate> new_pod = Issue();
+  ASSERT_TRUE(new_pod.ok()) << new_pod.status().ToString();
+  EXPECT_EQ(Creates(), 1);
+  EXPECT_EQ(PodReads(), 0);
+}
+
+TEST_F(CertManagerIssuerTest, AWatchBehindARecreatedPodFallsBackToARead) {
+  // The watch's last word about the name is the old pod: that does not
+  // make the new one gone.
+  kube::PodCache behind;
+  behind.OnListBoundary(kube::ListBoundary::kBegin);
+  behind.OnEvent({"ADDED", api_.Pod(kNs, input_.pod.name)->dump()});
+  behind.OnListBoundary(kube::ListBoundary::kEnd);
+  pod_cache_ = &behind;
+  pod_cache_wait_ = 0ms;
+  MakeIssuer(api_.url());
+  api_.PutPod(kNs, input_.pod.name, "uid-next");
+  input_.pod.uid = "uid-next";
+  Result<IssuedCertificate> issued = Issue();
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  EXPECT_EQ(PodReads(), 1);
+  issuer_.reset();  // before `behind`
+}
+
+TEST_F(CertManagerIssuerTest, PendingAtTheDeadlineReadsNoPodAfterIt) {
+  api_.SetPolicy(SignerPolicy::kPending);
+  // Without the watch: the one read before the create, none at the deadline.
+  Result<IssuedCertificate> unwatched = Issue(300ms);
+  EXPECT_EQ(unwatched.status().code(), Code::kDeadlineExceeded) << unwatched.status().ToString();
+  EXPECT_EQ(PodReads(), 1);
+  // With it: none at all.
+  WatchPods();
+  Result<IssuedCertificate> watched = Issue(300ms);
+  EXPECT_EQ(watched.status().code(), Code::kDeadlineExceeded) << watched.status().ToString();
+  EXPECT_EQ(PodReads(), 1);
+  EXPECT_EQ(api_.ObjectCount(), 1u);  // left for the next try
+}
+
+TEST_F(CertManagerIssuerTest, RefusedPodTokenIsSettledByOneReadWhenTheWatchSaysRunning) {
+  WatchPods();
+  api_.BindToken("bound-pod-token", kNs, input_.pod.name);
+  input_.bearer_token_override = "bound-pod-token";
+  // Deleted right before the create: the refusal may well arrive before the
+  // watch's DELETED event does.
+  api_.BeforeNext("POST", [&] { api_.DeletePod(kNs, input_.pod.name); });
+  Result<IssuedCertificate> gone = Issue();
+  EXPECT_EQ(gone.status().code(), Code::kAborted) << gone.status().ToString();
+  EXPECT_LE(PodReads(), 1);
+  EXPECT_EQ(api_.ObjectCount(), 0u);
+  EXPECT_EQ(api_.creates_for_gone_pods(), 0);
 }
 
 TEST_F(CertManagerIssuerTest, RefusedPodTokenMeansGoneOnlyWhenThePodIsGone) {

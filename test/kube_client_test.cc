@@ -535,5 +535,44 @@ TEST_P(WatcherTest, ResumesAfterDropAndRelistsAfterGone) {
 
 INSTANTIATE_TEST_SUITE_P(GoneAsEventOrHttp, WatcherTest, ::testing::Bool());
 
+// A consumer that keeps a copy learns where each list's objects begin and
+// end, the first list and the one after 410 alike; watch events come outside.
+TEST(WatcherListBoundaries, BracketEveryListAndNothingElse) {
+  FakeKubeApi api;
+  api.SetPolicy(testing::SignerPolicy::kPending);
+  api.Put(Request("ns", "before"));
+  auto client = MakeClient(ConfigFor(api));
+  std::mutex mu;
+  std::vector<std::string> seen;
+  auto record = [&](std::string what) {
+    std::lock_guard lock(mu);
+    seen.push_back(std::move(what));
+  };
+  WatcherOptions options;
+  options.collection_path = kCollection;
+  options.initial_backoff = 10ms;
+  Watcher watcher(
+      client.get(), options,
+      [&](const WatchEvent& event) {
+        record(event.type + " " + json::parse(event.object_json)["metadata"].value("name", ""));
+      },
+      [&](ListBoundary boundary) { record(boundary == ListBoundary::kBegin ? "begin" : "end"); });
+  std::jthread thread([&](std::stop_token stop) { watcher.Run(stop); });
+  ASSERT_TRUE(api.WaitUntil([&] { return api.open_watches() == 1; }));
+  api.Put(Request("ns", "watched"));
+  auto count = [&] {
+    std::lock_guard lock(mu);
+    return seen.size();
+  };
+  ASSERT_TRUE(api.WaitUntil([&] { return count() == 4; }));
+  api.Compact();
+  api.DropWatches();
+  ASSERT_TRUE(api.WaitUntil([&] { return watcher.lists() == 2 && count() == 8; }));
+  thread.request_stop();
+  thread.join();
+  EXPECT_EQ(seen, (std::vector<std::string>{"begin", "ADDED before", "end", "ADDED watched",
+                                            "begin", "ADDED before", "ADDED watched", "end"}));
+}
+
 }  // namespace
 }  // namespace certmount::kube

@@ -396,20 +396,39 @@ Result<IssuedCertificate> CertManagerIssuer::Wait(const std::string& key,
   return *waiter->outcome;
 }
 
+Result<kube::PodLiveness> CertManagerIssuer::LivenessOf(
+    const kube::PodRef& pod, std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
+  CERTMOUNT_RETURN_IF_ERROR(kube::CheckPodRef(pod));
+  if (const kube::PodCache* cache = options_.pod_cache; cache != nullptr) {
+    const Clock& clock = client_->clock();
+    const auto until = std::min(deadline, clock.SteadyNow() + options_.pod_cache_wait);
+    if (std::optional<kube::PodLiveness> known = cache->WaitForLiveness(pod, clock, until, stop)) {
+      return *known;
+    }
+    spdlog::info("pod {}/{} (uid {}): the pod watch cannot tell yet; reading the pod",
+                 pod.namespace_, pod.name, pod.uid);
+  }
+  return kube::ReadPodLiveness(client_.get(), pod, deadline, stop);
+}
+
+Status CertManagerIssuer::PodNotRunning(const IssueInput& input, kube::PodLiveness liveness) {
+  const PodInfo& pod = input.pod;
+  // Whatever this volume had at the signer is of no use now.
+  Retire(pod.namespace_, input.volume_id, std::nullopt);
+  return Status::Aborted("pod " + pod.namespace_ + "/" + pod.name + " (uid " + pod.uid + ") is " +
+                         kube::PodLivenessName(liveness) +
+                         ": no CertificateRequest is created for it, and its volume's are "
+                         "deleted");
+}
+
 Status CertManagerIssuer::RequirePodRunning(const IssueInput& input,
                                             std::chrono::steady_clock::time_point deadline,
                                             std::stop_token stop) {
   const PodInfo& pod = input.pod;
-  Result<kube::PodLiveness> liveness =
-      kube::ReadPodLiveness(client_.get(), {pod.namespace_, pod.name, pod.uid}, deadline, stop);
-  if (!liveness.ok()) return liveness.status();
-  if (*liveness == kube::PodLiveness::kRunning) return Status::Ok();
-  // Whatever this volume had at the signer is of no use now.
-  Retire(pod.namespace_, input.volume_id, std::nullopt);
-  return Status::Aborted("pod " + pod.namespace_ + "/" + pod.name + " (uid " + pod.uid + ") is " +
-                         kube::PodLivenessName(*liveness) +
-                         ": no CertificateRequest is created for it, and its volume's are "
-                         "deleted");
+  CERTMOUNT_ASSIGN_OR_RETURN(kube::PodLiveness liveness,
+                             LivenessOf({pod.namespace_, pod.name, pod.uid}, deadline, stop));
+  if (liveness == kube::PodLiveness::kRunning) return Status::Ok();
+  return PodNotRunning(input, liveness);
 }
 
 Result<IssuedCertificate> CertManagerIssuer::Issue(const IssueInput& input,
@@ -424,21 +443,32 @@ Result<IssuedCertificate> CertManagerIssuer::Issue(const IssueInput& input,
   NoteIssuing(input.volume_id);
   CERTMOUNT_RETURN_IF_ERROR(RequirePodRunning(input, deadline, stop));
   EnsureWatching();
-  return CheckPodAfterFailure(input, CreateAndWait(input, deadline, stop), stop);
+  return CheckPodAfterFailure(input, CreateAndWait(input, deadline, stop), deadline, stop);
 }
 
-Result<IssuedCertificate> CertManagerIssuer::CheckPodAfterFailure(const IssueInput& input,
-                                                                  Result<IssuedCertificate> result,
-                                                                  std::stop_token stop) {
+Result<IssuedCertificate> CertManagerIssuer::CheckPodAfterFailure(
+    const IssueInput& input, Result<IssuedCertificate> result,
+    std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
   const Code code = result.status().code();
   const bool token_refused =
       code == Code::kPermissionDenied && !input.bearer_token_override.empty();
   if (!token_refused && code != Code::kDeadlineExceeded) return result;
-  // The call's own deadline may have passed: the check gets its own bound.
-  auto deadline = client_->clock().SteadyNow() + options_.delete_timeout;
-  Status pod = RequirePodRunning(input, deadline, stop);
-  if (pod.code() != Code::kAborted) return result;
-  return pod.WithContext(result.status().message());
+  const kube::PodRef pod{input.pod.namespace_, input.pod.name, input.pod.uid};
+  std::optional<kube::PodLiveness> liveness;
+  if (options_.pod_cache != nullptr) liveness = options_.pod_cache->Liveness(pod);
+  // "Running" from the watch is not trusted here: a refused bound token is
+  // what a pod deleted a moment ago looks like, before its event arrives.
+  // The GET settles it, but only within the call's own time: the answer is
+  // due at `deadline`, and a request left for a pod that did go is retired
+  // by kubelet's unpublish.
+  if (!liveness.has_value() || *liveness == kube::PodLiveness::kRunning) {
+    if (client_->clock().SteadyNow() >= deadline) return result;
+    Result<kube::PodLiveness> read = kube::ReadPodLiveness(client_.get(), pod, deadline, stop);
+    if (!read.ok()) return result;
+    liveness = *read;
+  }
+  if (*liveness == kube::PodLiveness::kRunning) return result;
+  return PodNotRunning(input, *liveness).WithContext(result.status().message());
 }
 
 Result<IssuedCertificate> CertManagerIssuer::CreateAndWait(

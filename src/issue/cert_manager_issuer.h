@@ -1,7 +1,8 @@
 // The cert-manager signer: each issuance is a cert-manager.io/v1
 // CertificateRequest in the pod's namespace, owned by the pod and labelled
-// with hashes of the node and volume ids. No request is created unless a GET
-// of the pod shows it running with the volume's pod UID. One watch per issuer
+// with hashes of the node and volume ids. No request is created unless the
+// node's pod watch (or, when it cannot tell, a GET of the pod) shows the pod
+// running with the volume's pod UID. One watch per issuer
 // (cluster-wide, filtered by the node label) reports every pending request's
 // outcome; no request is polled. Requests of volumes that are gone are
 // deleted in the background, retried until the API server confirms. See
@@ -25,6 +26,7 @@
 #include "common/status.h"
 #include "issue/issuer.h"
 #include "kube/client.h"
+#include "kube/pod_cache.h"
 #include "kube/watcher.h"
 
 namespace certmount {
@@ -48,8 +50,7 @@ struct CertManagerIssuerOptions {
   std::string node_id;
   // How long one watch connection lasts before it is renewed.
   std::chrono::seconds watch_timeout{300};
-  // Bound on the calls DeleteRequests makes, and on the pod check made
-  // after an Issue's own deadline passed.
+  // Bound on the calls DeleteRequests makes.
   std::chrono::seconds delete_timeout{30};
   // How long a request still pending when its try ran out of time stays
   // watched for the next try (kubelet retries within about two minutes).
@@ -59,6 +60,16 @@ struct CertManagerIssuerOptions {
   std::chrono::milliseconds retire_backoff_max{300000};
   // Requests kept per volume after a successful issuance (the newest ones).
   int max_requests_per_volume = 1;
+  // The node's pod watch, asked before the pod is read with a GET. Null:
+  // every pod check is a GET. Must outlive the issuer.
+  const kube::PodCache* pod_cache = nullptr;
+  // How long a pod check waits for the watch to answer (its first list not
+  // done yet, or a pod newer than its last event) before the GET; never
+  // past the call's deadline. kubelet learns of a pod from the same kind of
+  // watch, so a new pod's event is normally here before its publish; one
+  // still missing after a second means the watch is behind, and the GET is
+  // then the better answer. docs/cert-manager.md ("Pod liveness").
+  std::chrono::milliseconds pod_cache_wait{1000};
 };
 
 class CertManagerIssuer final : public Issuer {
@@ -78,8 +89,10 @@ class CertManagerIssuer final : public Issuer {
     return CertificateRequestName(volume_id, issuance);
   }
 
-  // First reads the pod (input.pod, with the driver's own credentials): one
-  // that is gone, has another UID, is terminating or has finished gets
+  // First checks the pod (input.pod): asks options.pod_cache, waiting up to
+  // pod_cache_wait for it to answer, else reads the pod with the driver's
+  // own credentials. One that is gone, has another UID, is terminating or
+  // has finished gets
   // ABORTED (non-final for kubelet, which then unpublishes), nothing is
   // created, and the volume's requests are retired. A pod the driver may not
   // read is PERMISSION_DENIED; no pod name or UID is INVALID_ARGUMENT. Then
@@ -94,13 +107,15 @@ class CertManagerIssuer final : public Issuer {
   // Ready=False reason Failed: FAILED_PRECONDITION; InvalidRequest:
   // INVALID_ARGUMENT; deleted while waiting: ABORTED; still pending at
   // `deadline` (on the client's clock): DEADLINE_EXCEEDED, the request left
-  // in place, unless the pod is now gone or going (then ABORTED and the
-  // request is deleted); API server unreachable: UNAVAILABLE; `stop`:
+  // in place, unless the pod watch shows the pod gone or going (then
+  // ABORTED and the request is deleted; no GET is made past `deadline`);
+  // API server unreachable: UNAVAILABLE; `stop`:
   // CANCELLED. Every message names the request and carries cert-manager's
   // message. Uses input.bearer_token_override for the create/get/delete when
   // set (the watch and pod reads always use the client's own credentials);
-  // when that token is refused (401/403) and the pod is gone or going, the
-  // answer is ABORTED as above, else PERMISSION_DENIED. Thread-safe.
+  // when that token is refused (401/403) and the pod is gone or going (per
+  // the watch, else a GET made before `deadline`), the answer is ABORTED as
+  // above, else PERMISSION_DENIED. Thread-safe.
   Result<IssuedCertificate> Issue(const IssueInput& input,
                                   std::chrono::steady_clock::time_point deadline,
                                   std::stop_token stop) override;
@@ -167,6 +182,14 @@ class CertManagerIssuer final : public Issuer {
   // it is gone, replaced, terminating or finished; else why it is unknown.
   Status RequirePodRunning(const IssueInput& input, std::chrono::steady_clock::time_point deadline,
                            std::stop_token stop);
+  // The pod's liveness: the pod cache's answer, waiting for it up to
+  // pod_cache_wait (and `deadline`), else ReadPodLiveness.
+  Result<kube::PodLiveness> LivenessOf(const kube::PodRef& pod,
+                                       std::chrono::steady_clock::time_point deadline,
+                                       std::stop_token stop);
+  // ABORTED for a pod that is not running, after queueing the retirement of
+  // the volume's requests.
+  Status PodNotRunning(const IssueInput& input, kube::PodLiveness liveness);
   // Creates (or resumes) the request and waits for its outcome.
   Result<IssuedCertificate> CreateAndWait(const IssueInput& input,
                                           std::chrono::steady_clock::time_point deadline,
@@ -184,9 +207,12 @@ class CertManagerIssuer final : public Issuer {
                              const std::string& csr_b64,
                              std::chrono::steady_clock::time_point deadline, std::stop_token stop);
   // Turns a refused pod token or a deadline into ABORTED when the pod is
-  // gone or going (the request is then retired); otherwise `result`.
+  // gone or going (the request is then retired); otherwise `result`. Asks
+  // the pod cache, then (the failure hints that the watch may lag) reads
+  // the pod, but only while `deadline` has not passed.
   Result<IssuedCertificate> CheckPodAfterFailure(const IssueInput& input,
                                                  Result<IssuedCertificate> result,
+                                                 std::chrono::steady_clock::time_point deadline,
                                                  std::stop_token stop);
   // A volume is being issued for: drop queued gone-volume retirements of it
   // and keep a pending sweep off its requests.

@@ -19,13 +19,24 @@ const char* PodLivenessName(PodLiveness liveness) {
   return "unknown";
 }
 
-Result<PodLiveness> ReadPodLiveness(Client* client, const PodRef& pod,
-                                    std::chrono::steady_clock::time_point deadline,
-                                    std::stop_token stop) {
+Status CheckPodRef(const PodRef& pod) {
   if (pod.namespace_.empty() || pod.name.empty() || pod.uid.empty()) {
     return Status::InvalidArgument(
         "the pod's namespace, name or uid is unknown (is podInfoOnMount set on the CSIDriver?)");
   }
+  return Status::Ok();
+}
+
+PodLiveness LivenessOf(const PodState& state) {
+  if (state.terminating) return PodLiveness::kTerminating;
+  if (state.phase == "Succeeded" || state.phase == "Failed") return PodLiveness::kFinished;
+  return PodLiveness::kRunning;
+}
+
+Result<PodLiveness> ReadPodLiveness(Client* client, const PodRef& pod,
+                                    std::chrono::steady_clock::time_point deadline,
+                                    std::stop_token stop) {
+  CERTMOUNT_RETURN_IF_ERROR(CheckPodRef(pod));
   const std::string what = "reading pod " + pod.namespace_ + "/" + pod.name;
   Result<Response> read = client->Call(
       {"GET",
@@ -34,21 +45,10 @@ Result<PodLiveness> ReadPodLiveness(Client* client, const PodRef& pod,
       deadline, stop);
   if (read.status().code() == Code::kNotFound) return PodLiveness::kGone;
   if (!read.ok()) return read.status().WithContext(what);
-  nlohmann::json object = nlohmann::json::parse(read->body, nullptr, false);
-  if (!object.is_object() || !object.contains("metadata") || !object["metadata"].is_object()) {
-    return Status::Internal(what + ": the answer is not a Pod");
-  }
-  const nlohmann::json& metadata = object["metadata"];
-  if (metadata.value("uid", "") != pod.uid) return PodLiveness::kGone;
-  if (metadata.contains("deletionTimestamp") && !metadata["deletionTimestamp"].is_null()) {
-    return PodLiveness::kTerminating;
-  }
-  std::string phase;
-  if (auto status = object.find("status"); status != object.end() && status->is_object()) {
-    phase = status->value("phase", "");
-  }
-  if (phase == "Succeeded" || phase == "Failed") return PodLiveness::kFinished;
-  return PodLiveness::kRunning;
+  Result<PodState> state = ParsePodState(read->body);
+  if (!state.ok()) return Status::Internal(what + ": the answer is not a Pod");
+  if (state->addresses.pod.uid != pod.uid) return PodLiveness::kGone;
+  return LivenessOf(*state);
 }
 
 }  // namespace certmount::kube
@@ -66,21 +66,34 @@ std::string Rfc3339(int64_t unix_seconds) {
   return text;
 }
 
+// `object`'s string `field`; "" when it is absent or not a string (json's
+// value() would throw on another type, and watch events are input, not
+// trusted).
+std::string StringField(const nlohmann::json& object, const char* field) {
+  auto found = object.find(field);
+  if (found == object.end() || !found->is_string()) return "";
+  return found->get<std::string>();
+}
+
 }  // namespace
 
-Result<PodAddresses> ParsePodAddresses(std::string_view pod_json) {
+Result<PodState> ParsePodState(std::string_view pod_json) {
   nlohmann::json object = nlohmann::json::parse(pod_json, nullptr, false);
   if (!object.is_object() || !object.contains("metadata") || !object["metadata"].is_object()) {
     return Status::InvalidArgument("not a Pod object");
   }
   const nlohmann::json& metadata = object["metadata"];
-  PodAddresses pod;
-  pod.pod.uid = metadata.value("uid", "");
-  pod.pod.namespace_ = metadata.value("namespace", "");
-  pod.pod.name = metadata.value("name", "");
+  PodState state;
+  PodAddresses& pod = state.addresses;
+  pod.pod.uid = StringField(metadata, "uid");
+  pod.pod.namespace_ = StringField(metadata, "namespace");
+  pod.pod.name = StringField(metadata, "name");
   if (pod.pod.uid.empty()) return Status::InvalidArgument("a Pod without metadata.uid");
+  auto deletion = metadata.find("deletionTimestamp");
+  state.terminating = deletion != metadata.end() && !deletion->is_null();
   auto status = object.find("status");
-  if (status == object.end() || !status->is_object()) return pod;
+  if (status == object.end() || !status->is_object()) return state;
+  state.phase = StringField(*status, "phase");
   if (auto ips = status->find("podIPs"); ips != status->end() && ips->is_array()) {
     for (const nlohmann::json& entry : *ips) {
       if (entry.is_object() && entry.contains("ip") && entry["ip"].is_string()) {
@@ -89,21 +102,20 @@ Result<PodAddresses> ParsePodAddresses(std::string_view pod_json) {
     }
   }
   if (pod.ips.empty()) {
-    if (auto ip = status->find("podIP");
-        ip != status->end() && ip->is_string() && !ip->get<std::string>().empty()) {
-      pod.ips.push_back(ip->get<std::string>());
-    }
+    if (std::string ip = StringField(*status, "podIP"); !ip.empty()) pod.ips.push_back(ip);
   }
-  return pod;
+  return state;
+}
+
+Result<PodAddresses> ParsePodAddresses(std::string_view pod_json) {
+  CERTMOUNT_ASSIGN_OR_RETURN(PodState state, ParsePodState(pod_json));
+  return std::move(state.addresses);
 }
 
 Status SetPodConditionTrue(Client* client, const PodRef& pod, std::string_view type,
                            std::string_view reason, std::string_view message,
                            std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
-  if (pod.namespace_.empty() || pod.name.empty() || pod.uid.empty()) {
-    return Status::InvalidArgument(
-        "the pod's namespace, name or uid is unknown (is podInfoOnMount set on the CSIDriver?)");
-  }
+  CERTMOUNT_RETURN_IF_ERROR(CheckPodRef(pod));
   nlohmann::json condition = {{"type", type},
                               {"status", "True"},
                               {"reason", reason},

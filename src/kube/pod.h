@@ -1,7 +1,7 @@
-// Whether a pod still exists as the pod a volume was published for: read
-// with one GET of the pod (a quorum read from etcd, so never older than the
-// caller's question) using the client's own credentials. See
-// docs/cert-manager.md ("Pod liveness") for why a GET and not a watch.
+// Whether a pod still exists as the pod a volume was published for, and
+// what a pod watch needs of one Pod object. The node's pod watch
+// (kube/pod_cache.h) answers most questions; ReadPodLiveness is the GET for
+// the ones it cannot. See docs/cert-manager.md ("Pod liveness").
 #pragma once
 
 #include <chrono>
@@ -31,8 +31,12 @@ struct PodRef {
   std::string uid;
 };
 
+// INVALID_ARGUMENT when namespace, name or uid is empty: a volume context
+// without them (podInfoOnMount off) names no pod to check.
+Status CheckPodRef(const PodRef& pod);
+
 // GETs /api/v1/namespaces/<namespace>/pods/<name> and classifies it.
-// INVALID_ARGUMENT when namespace, name or uid is empty; other failures are
+// CheckPodRef's INVALID_ARGUMENT first; other failures are
 // the client's (UNAVAILABLE, DEADLINE_EXCEEDED, PERMISSION_DENIED when the
 // driver may not `get` pods, ...), with context naming the pod.
 Result<PodLiveness> ReadPodLiveness(Client* client, const PodRef& pod,
@@ -50,6 +54,20 @@ struct PodAddresses {
 // Reads a Pod object's JSON text. INVALID_ARGUMENT when it is not an object
 // with metadata.uid; a missing or malformed status gives no addresses.
 Result<PodAddresses> ParsePodAddresses(std::string_view pod_json);
+
+// What decides a pod's liveness, and its addresses.
+struct PodState {
+  PodAddresses addresses;
+  bool terminating = false;  // metadata.deletionTimestamp is set
+  std::string phase;         // status.phase; empty when absent
+};
+
+// ParsePodAddresses, plus deletionTimestamp and phase. Same errors.
+Result<PodState> ParsePodState(std::string_view pod_json);
+
+// kTerminating, kFinished or kRunning for the pod `state` describes (never
+// kGone: that depends on which UID the caller asks about).
+PodLiveness LivenessOf(const PodState& state);
 
 // Sets condition `type` of the pod to status "True" with `reason` and
 // `message`: one strategic-merge PATCH of pods/<name>/status (conditions

@@ -21,8 +21,12 @@ std::string ResourceVersionOf(const nlohmann::json& object) {
 }  // namespace
 
 Watcher::Watcher(Client* client, WatcherOptions options,
-                 std::function<void(const WatchEvent&)> on_event)
-    : client_(client), options_(std::move(options)), on_event_(std::move(on_event)) {}
+                 std::function<void(const WatchEvent&)> on_event,
+                 std::function<void(ListBoundary)> on_list)
+    : client_(client),
+      options_(std::move(options)),
+      on_event_(std::move(on_event)),
+      on_list_(std::move(on_list)) {}
 
 std::string Watcher::SelectorQuery() const {
   // Appends only: GCC 12's -Wrestrict misfires on "literal" + std::string
@@ -49,9 +53,11 @@ Status Watcher::List(std::stop_token stop) {
   ++lists_;
   resource_version_ = ResourceVersionOf(list);
   auto items = list.find("items");
+  if (on_list_) on_list_(ListBoundary::kBegin);
   if (items != list.end() && items->is_array()) {
     for (const nlohmann::json& item : *items) on_event_({"ADDED", item.dump()});
   }
+  if (on_list_) on_list_(ListBoundary::kEnd);
   return Status::Ok();
 }
 

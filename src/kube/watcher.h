@@ -22,6 +22,12 @@ struct WatchEvent {
   std::string object_json;
 };
 
+// Where a list's objects begin and end. A list (the first one, and every
+// one after 410 Gone) delivers the whole collection as of its
+// resourceVersion, so a consumer keeping a copy drops whatever a list
+// between kBegin and kEnd did not deliver.
+enum class ListBoundary { kBegin, kEnd };
+
 struct WatcherOptions {
   // Collection path without a query, e.g. "/apis/cert-manager.io/v1/certificaterequests".
   std::string collection_path;
@@ -41,8 +47,10 @@ class Watcher {
  public:
   // `client` must outlive the watcher. `on_event` is called from Run's
   // thread for every object of every list and every ADDED/MODIFIED/DELETED
-  // event, in order; it must not block for long.
-  Watcher(Client* client, WatcherOptions options, std::function<void(const WatchEvent&)> on_event);
+  // event, in order; it must not block for long. `on_list`, when set, is
+  // called the same way around the objects of every list that succeeded.
+  Watcher(Client* client, WatcherOptions options, std::function<void(const WatchEvent&)> on_event,
+          std::function<void(ListBoundary)> on_list = {});
 
   // Lists and watches until `stop` is requested; failures are logged and
   // retried with backoff, never returned.
@@ -62,6 +70,7 @@ class Watcher {
   Client* client_;
   const WatcherOptions options_;
   std::function<void(const WatchEvent&)> on_event_;
+  std::function<void(ListBoundary)> on_list_;
   std::string resource_version_;
   std::atomic<int> lists_{0};
 };

@@ -53,13 +53,16 @@ Result<std::shared_ptr<kube::Client>> MakeKubeClient(const NodeOptions& options)
   return std::shared_ptr<kube::Client>(std::move(client));
 }
 
-// The cert-manager issuer, on a new client that is also kept in `client`.
+// The cert-manager issuer, on a new client that is also kept in `client`;
+// it asks `pods` (fed by the node's pod watch) before reading a pod.
 Result<std::unique_ptr<Issuer>> MakeCertManagerIssuer(const NodeOptions& options,
+                                                      const kube::PodCache* pods,
                                                       std::shared_ptr<kube::Client>* client) {
   CERTMOUNT_ASSIGN_OR_RETURN(*client, MakeKubeClient(options));
   CertManagerIssuerOptions issuer_options;
   issuer_options.node_id = options.node_id;
   issuer_options.max_requests_per_volume = options.max_requests_per_volume;
+  issuer_options.pod_cache = pods;
   return std::unique_ptr<Issuer>(std::make_unique<CertManagerIssuer>(*client, issuer_options));
 }
 
@@ -142,7 +145,8 @@ Status Node::OpenState() {
 
 Status Node::OpenIssuer() {
   if (options_.issuer == IssuerKind::kCertManager) {
-    Result<std::unique_ptr<Issuer>> issuer = MakeCertManagerIssuer(options_, &kube_client_);
+    Result<std::unique_ptr<Issuer>> issuer =
+        MakeCertManagerIssuer(options_, &pod_cache_, &kube_client_);
     if (!issuer.ok()) return Failed("cannot set up the cert-manager issuer", issuer.status());
     issuer_ = std::move(*issuer);
     return Status::Ok();
@@ -189,11 +193,13 @@ void Node::Wire() {
   renewer_ = std::make_unique<Renewer>(renewer_options, issuer_.get(), env_, &clock_);
   scheduler_ =
       std::make_unique<RenewalScheduler>(options_.scheduler, store_.get(), renewer_.get(), &clock_);
-  if (kube_client_ != nullptr) WirePodIps();
+  if (kube_client_ != nullptr) {
+    WirePodIps();
+    StartPodWatch();
+  }
   health_ = std::make_unique<VolumeHealthChecker>(options_.data_root, store_.get(), env_, &clock_);
 }
 
-// The pod watch is opened only once a volume asks for its pod's addresses.
 void Node::WirePodIps() {
   PodIpReissuerOptions reissuer_options;
   reissuer_options.data_root = options_.data_root;
@@ -204,21 +210,35 @@ void Node::WirePodIps() {
         "certmount issued the volume's certificate with the pod's IP addresses",
         client->clock().SteadyNow() + std::chrono::seconds(30), std::move(stop));
   };
-  reissuer_options.start_watch = [this] {
-    kube::WatcherOptions watch;
-    watch.collection_path = "/api/v1/pods";
-    watch.field_selector = "spec.nodeName=" + options_.node_id;
-    pod_watcher_ = std::make_unique<kube::Watcher>(
-        kube_client_.get(), watch,
-        [reissuer = pod_ip_reissuer_.get()](const kube::WatchEvent& event) {
-          reissuer->OnPodEvent(event);
-        });
-    pod_watch_ = std::jthread(
-        [watcher = pod_watcher_.get()](std::stop_token stop) { watcher->Run(std::move(stop)); });
-    spdlog::info("watching the pods of node {} for their addresses", options_.node_id);
-  };
+  // No start_watch: the pod watch runs from startup (StartPodWatch).
   pod_ip_reissuer_ = std::make_unique<PodIpReissuer>(
       std::move(reissuer_options), store_.get(), renewer_.get(), scheduler_.get(), &pod_ips_, env_);
+}
+
+// One watch of this node's pods from startup on, feeding the pod cache (the
+// issuer's pod checks) and the pod-address reissuer: the issuer needs it for
+// every issuance, so opening it on first need would only delay the first
+// publishes. Until its first list is done the issuer waits briefly, then
+// reads pods itself.
+void Node::StartPodWatch() {
+  kube::WatcherOptions watch;
+  watch.collection_path = "/api/v1/pods";
+  watch.field_selector = "spec.nodeName=" + options_.node_id;
+  pod_watcher_ = std::make_unique<kube::Watcher>(
+      kube_client_.get(), watch,
+      [cache = &pod_cache_, reissuer = pod_ip_reissuer_.get()](const kube::WatchEvent& event) {
+        cache->OnEvent(event);
+        reissuer->OnPodEvent(event);
+      },
+      [cache = &pod_cache_](kube::ListBoundary boundary) { cache->OnListBoundary(boundary); });
+  pod_watch_ =
+      std::jthread([watcher = pod_watcher_.get(), cache = &pod_cache_](std::stop_token stop) {
+        watcher->Run(std::move(stop));
+        // A view nobody updates any more must not call a pod running (the
+        // issuer may still be asked during the shutdown grace).
+        cache->MarkUnsynced();
+      });
+  spdlog::info("watching the pods of node {}", options_.node_id);
 }
 
 // Served from before the startup cleanup: /healthz answers during a long

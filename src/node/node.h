@@ -36,6 +36,7 @@
 #include "issue/issuer.h"
 #include "issue/local_ca_watcher.h"
 #include "kube/client.h"
+#include "kube/pod_cache.h"
 #include "kube/watcher.h"
 #include "renew/pod_ip_reissuer.h"
 #include "renew/renewer.h"
@@ -163,12 +164,16 @@ class Node {
   // not sign, so a restart in the middle of a rotation forgets no old leaf.
   void ReissueLeavesOfOtherCas();
   void WirePodIps();
+  void StartPodWatch();
 
   NodeOptions options_;
   const Clock& clock_ = SystemClock::Instance();
   Env* env_ = Env::Default();
   // Declared in start order; destroyed in reverse.
   std::unique_ptr<DataRootLock> lock_;
+  // The node's pods as the pod watch shows them (cert-manager mode); before
+  // the issuer, which asks it.
+  kube::PodCache pod_cache_;
   LegacyMigration legacy_;  // holds the legacy root's lock while the node runs
   std::unique_ptr<Store> store_;
   std::unique_ptr<Issuer> issuer_;
@@ -183,7 +188,8 @@ class Node {
   std::unique_ptr<Renewer> renewer_;
   std::unique_ptr<RenewalScheduler> scheduler_;
   std::unique_ptr<VolumeHealthChecker> health_;
-  // ${POD_IP}: the reissuer, and the pod watch it starts on first need.
+  // ${POD_IP}: the reissuer; and the pod watch (cert-manager mode, from
+  // startup) that feeds it and pod_cache_.
   std::unique_ptr<PodIpReissuer> pod_ip_reissuer_;
   std::unique_ptr<kube::Watcher> pod_watcher_;
   std::jthread pod_watch_;

@@ -368,6 +368,15 @@ void FakeKubeApi::TerminatePod(const std::string& namespace_, const std::string&
   PodChangedLocked(it->first, "MODIFIED");
 }
 
+void FakeKubeApi::SetPodPhase(const std::string& namespace_, const std::string& name,
+                              const std::string& phase) {
+  std::lock_guard lock(mutex_);
+  auto it = pods_.find(namespace_ + "/" + name);
+  if (it == pods_.end()) return;
+  it->second["status"]["phase"] = phase;
+  PodChangedLocked(it->first, "MODIFIED");
+}
+
 void FakeKubeApi::DeletePod(const std::string& namespace_, const std::string& name) {
   std::lock_guard lock(mutex_);
   auto it = pods_.find(namespace_ + "/" + name);

@@ -88,6 +88,9 @@ class FakeKubeApi {
   std::optional<nlohmann::json> Pod(const std::string& namespace_, const std::string& name) const;
   // Sets metadata.deletionTimestamp: the pod is terminating.
   void TerminatePod(const std::string& namespace_, const std::string& name);
+  // Sets status.phase ("Succeeded" or "Failed": every container has ended).
+  void SetPodPhase(const std::string& namespace_, const std::string& name,
+                   const std::string& phase);
   // Removes the pod; tokens bound to it are refused (401) from now on.
   void DeletePod(const std::string& namespace_, const std::string& name);
   // Accepts `token` as long as pod namespace_/name exists (a bound token).
