@@ -617,6 +617,9 @@ void CertManagerIssuer::Retire(const std::string& namespace_, const std::string&
   if (current_issuance.has_value()) {
     const uint64_t newest = *current_issuance;
     const uint64_t keep = static_cast<uint64_t>(std::max(1, options_.max_requests_per_volume));
+    // Issuances 0 .. newest are all kept: there is nothing older to look
+    // for, and a publish (issuance 0) spends no list call on it.
+    if (newest < keep) return;
     for (uint64_t i = 0; i < keep && i <= newest; ++i) {
       retirement.keep.insert(CertificateRequestName(volume_id, newest - i));
     }

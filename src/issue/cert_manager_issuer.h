@@ -127,6 +127,8 @@ class CertManagerIssuer final : public Issuer {
   // and retried with backoff until it succeeds or the issuer is destroyed
   // (the next start's RetireAllExcept finishes it). A gone-volume
   // retirement still queued when the volume is issued for again is dropped.
+  // Nothing is queued (no call is made) while `current_issuance` is below
+  // max_requests_per_volume: no request of the volume is old enough to go.
   void Retire(const std::string& namespace_, const std::string& volume_id,
               std::optional<uint64_t> current_issuance) override;
 
