@@ -339,14 +339,17 @@ TEST(RateLimiterTest, AWaiterThatIsCancelledGivesItsTokenBack) {
   ManualClock clock;
   ManualSleeper sleeper(&clock);
   RateLimiter limiter(/*qps=*/1, /*burst=*/1, &clock, &sleeper);
-  ASSERT_TRUE(limiter.Acquire(clock.SteadyNow() + 10s, {}).ok());  // the burst
+  ASSERT_TRUE(
+      limiter.Acquire(1, ApiPriority::kBackground, clock.SteadyNow() + 10s, {}).ok());  // the burst
   std::stop_source cancelled;
   cancelled.request_stop();
-  EXPECT_EQ(limiter.Acquire(clock.SteadyNow() + 10s, cancelled.get_token()).code(),
-            Code::kCancelled);
+  EXPECT_EQ(
+      limiter.Acquire(1, ApiPriority::kBackground, clock.SteadyNow() + 10s, cancelled.get_token())
+          .code(),
+      Code::kCancelled);
   ASSERT_EQ(sleeper.waits().size(), 1u);  // it waited a second, then gave up
   // The second's token is still there for the next caller, taken at once.
-  EXPECT_TRUE(limiter.Acquire(clock.SteadyNow() + 10s, {}).ok());
+  EXPECT_TRUE(limiter.Acquire(1, ApiPriority::kBackground, clock.SteadyNow() + 10s, {}).ok());
   EXPECT_EQ(sleeper.waits().size(), 1u);
 }
 
@@ -354,8 +357,116 @@ TEST(RateLimiterTest, NoQpsMeansNoLimit) {
   ManualClock clock;
   ManualSleeper sleeper(&clock);
   RateLimiter limiter(/*qps=*/0, /*burst=*/1, &clock, &sleeper);
-  for (int i = 0; i < 100; ++i) ASSERT_TRUE(limiter.Acquire(clock.SteadyNow(), {}).ok());
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(limiter.Acquire(1, ApiPriority::kBackground, clock.SteadyNow(), {}).ok());
+  }
   EXPECT_TRUE(sleeper.waits().empty());
+}
+
+// --- budgets ----------------------------------------------------------------------
+
+// Clients on a manual clock, with a rate limit the test chooses.
+class ApiBudgetTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Client> LimitedClient(double qps, int burst) {
+    ClientOptions options;
+    options.clock = &clock_;
+    options.sleeper = &sleeper_;
+    options.qps = qps;
+    options.burst = burst;
+    return MakeClient(ConfigFor(api_), options);
+  }
+  Result<Response> List(Client& client, std::chrono::steady_clock::duration timeout,
+                        ApiBudget* budget = nullptr) {
+    return client.Call({"GET", kCollection, "", ""}, clock_.SteadyNow() + timeout, {}, budget);
+  }
+
+  FakeKubeApi api_;
+  ManualClock clock_;
+  ManualSleeper sleeper_{&clock_};
+};
+
+TEST_F(ApiBudgetTest, CallsWithABudgetSpendItsTokensAndNoOthers) {
+  auto client = LimitedClient(/*qps=*/1, /*burst=*/3);
+  Result<ApiBudget> budget = client->Reserve(2, ApiPriority::kPublish, clock_.SteadyNow(), {});
+  ASSERT_TRUE(budget.ok()) << budget.status().ToString();
+  EXPECT_EQ(budget->remaining(), 2);
+  EXPECT_EQ(budget->priority(), ApiPriority::kPublish);
+  // Half a second is too soon for a new token.
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(List(*client, 500ms, &*budget).ok());
+  EXPECT_EQ(budget->remaining(), 0);
+  // The third token of the burst is still in the bucket, and only it.
+  EXPECT_TRUE(List(*client, 500ms).ok());
+  EXPECT_EQ(List(*client, 500ms).status().code(), Code::kDeadlineExceeded);
+  EXPECT_EQ(api_.Count("GET", kCollection), 3);
+  EXPECT_TRUE(sleeper_.waits().empty());
+}
+
+TEST_F(ApiBudgetTest, ASpentBudgetWaitsForNewTokens) {
+  auto client = LimitedClient(/*qps=*/1, /*burst=*/1);
+  Result<ApiBudget> budget = client->Reserve(1, ApiPriority::kWatch, clock_.SteadyNow(), {});
+  ASSERT_TRUE(budget.ok()) << budget.status().ToString();
+  ASSERT_TRUE(List(*client, 10s, &*budget).ok());
+  ASSERT_TRUE(List(*client, 10s, &*budget).ok());
+  EXPECT_EQ(sleeper_.waits(), std::vector<std::chrono::milliseconds>{1s});
+}
+
+TEST_F(ApiBudgetTest, RetriesTakeNewTokens) {
+  auto client = LimitedClient(/*qps=*/1, /*burst=*/1);
+  Result<ApiBudget> budget = client->Reserve(1, ApiPriority::kPublish, clock_.SteadyNow(), {});
+  ASSERT_TRUE(budget.ok()) << budget.status().ToString();
+  api_.FailNext("GET", 1, 500);
+  ASSERT_TRUE(List(*client, 10s, &*budget).ok());
+  EXPECT_EQ(api_.Count("GET", kCollection), 2);
+  // The backoff, then the rest of the second the retry's token took.
+  EXPECT_EQ(sleeper_.waits(), (std::vector<std::chrono::milliseconds>{250ms, 750ms}));
+}
+
+TEST_F(ApiBudgetTest, UnspentTokensComeBackWhenTheBudgetGoes) {
+  auto client = LimitedClient(/*qps=*/1, /*burst=*/3);
+  {
+    Result<ApiBudget> budget = client->Reserve(3, ApiPriority::kPublish, clock_.SteadyNow(), {});
+    ASSERT_TRUE(budget.ok()) << budget.status().ToString();
+    ApiBudget moved = std::move(*budget);
+    EXPECT_EQ(budget->remaining(), 0);
+    ASSERT_EQ(moved.remaining(), 3);
+    ASSERT_TRUE(List(*client, 10s, &moved).ok());
+    // Nothing left in the bucket while the budget holds two.
+    EXPECT_EQ(client->Reserve(1, ApiPriority::kWatch, clock_.SteadyNow(), {}).status().code(),
+              Code::kDeadlineExceeded);
+  }
+  // Its two unspent tokens, and no more (the moved-from one gave none).
+  Result<ApiBudget> again = client->Reserve(2, ApiPriority::kBackground, clock_.SteadyNow(), {});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(client->Reserve(1, ApiPriority::kWatch, clock_.SteadyNow(), {}).status().code(),
+            Code::kDeadlineExceeded);
+  EXPECT_TRUE(sleeper_.waits().empty());
+}
+
+TEST_F(ApiBudgetTest, AReserveThatCouldNotBeMetFailsAtOnceTakingNothing) {
+  // The throttled setting that made publishes burn tokens and then fail.
+  auto client = LimitedClient(/*qps=*/2, /*burst=*/2);
+  ASSERT_TRUE(List(*client, 10s).ok());
+  Result<ApiBudget> publish =
+      client->Reserve(2, ApiPriority::kPublish, clock_.SteadyNow() + 100ms, {});
+  EXPECT_EQ(publish.status().code(), Code::kDeadlineExceeded);
+  EXPECT_TRUE(sleeper_.waits().empty());
+  // The token left is untouched.
+  Result<ApiBudget> one = client->Reserve(1, ApiPriority::kPublish, clock_.SteadyNow(), {});
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(one->remaining(), 1);
+}
+
+TEST_F(ApiBudgetTest, MoreCallsThanTheBurstReserveTheBurst) {
+  auto client = LimitedClient(/*qps=*/1, /*burst=*/2);
+  Result<ApiBudget> budget = client->Reserve(5, ApiPriority::kPublish, clock_.SteadyNow(), {});
+  ASSERT_TRUE(budget.ok()) << budget.status().ToString();
+  EXPECT_EQ(budget->remaining(), 2);
+}
+
+TEST(KubeRequestTest, AggregateFormStillWorksAndDefaultsToBackground) {
+  const kube::Request request{"GET", kCollection, "", ""};
+  EXPECT_EQ(request.priority, ApiPriority::kBackground);
 }
 
 TEST(KubeClientTest, UnreachableServerIsUnavailableQuickly) {

@@ -27,40 +27,68 @@ TEST(TokenBucketTest, AllowsBurstThenRate) {
   EXPECT_EQ(taken, 3);
 }
 
-TEST(TokenBucketTest, ReservationsQueueBehindEachOther) {
+TEST(TokenBucketTest, SeveralTokensAreTakenTogetherOrNotAtAll) {
   testing::FakeClock clock;
-  TokenBucket bucket(1.0, 1, &clock);
-  const auto start = clock.SteadyNow();
-  // The one token there, then each reservation a second after the last.
-  EXPECT_EQ(bucket.Reserve(), start);
-  EXPECT_EQ(bucket.Reserve(), start + 1s);
-  EXPECT_EQ(bucket.Reserve(), start + 2s);
-  EXPECT_EQ(bucket.NextTokenAt(), start + 3s);
-  EXPECT_FALSE(bucket.TryTake());
-  // Once the owed tokens have come in, the bucket serves again.
-  clock.Advance(3s);
-  EXPECT_TRUE(bucket.TryTake());
-  EXPECT_FALSE(bucket.TryTake());
+  TokenBucket bucket(1.0, 3, &clock);
+  ASSERT_TRUE(bucket.TryTake(2));
+  EXPECT_FALSE(bucket.TryTake(2));  // one left: not enough, and it stays
+  EXPECT_TRUE(bucket.TryTake(1));
+  EXPECT_FALSE(bucket.TryTake(1));
+  clock.Advance(2s);
+  EXPECT_TRUE(bucket.TryTake(2));
 }
 
-TEST(TokenBucketTest, AnUnreservedTokenGoesToTheNextCaller) {
+TEST(TokenBucketTest, AvailableAtCountsPastTheBurstForALineOfTakers) {
   testing::FakeClock clock;
-  TokenBucket bucket(1.0, 1, &clock);
+  TokenBucket bucket(2.0, 2, &clock);
   const auto start = clock.SteadyNow();
-  ASSERT_TRUE(bucket.TryTake());
-  EXPECT_EQ(bucket.Reserve(), start + 1s);
-  bucket.Unreserve();  // that waiter gave up
-  EXPECT_EQ(bucket.Reserve(), start + 1s);
+  EXPECT_EQ(bucket.AvailableAt(2), start);
+  // Two there now, then two a second: a line wanting 2 + 2 + 2 tokens is
+  // served by start + 2s, although the bucket never holds more than 2.
+  EXPECT_EQ(bucket.AvailableAt(6), start + 2s);
+  ASSERT_TRUE(bucket.TryTake(2));
+  EXPECT_EQ(bucket.AvailableAt(1), start + 500ms);
+  EXPECT_EQ(bucket.NextTokenAt(), start + 500ms);
+  EXPECT_EQ(bucket.AvailableAt(4), start + 2s);
+  // Asking takes nothing.
+  clock.Advance(1s);
+  EXPECT_TRUE(bucket.TryTake(2));
 }
 
-TEST(TokenBucketTest, UnreserveNeverFillsPastTheBurst) {
+TEST(TokenBucketTest, GivenBackTokensAreThereAtOnce) {
+  testing::FakeClock clock;
+  TokenBucket bucket(1.0, 3, &clock);
+  ASSERT_TRUE(bucket.TryTake(3));
+  EXPECT_FALSE(bucket.TryTake(1));
+  bucket.GiveBack(2);
+  EXPECT_EQ(bucket.AvailableAt(2), clock.SteadyNow());
+  EXPECT_TRUE(bucket.TryTake(2));
+  EXPECT_FALSE(bucket.TryTake(1));
+}
+
+TEST(TokenBucketTest, GiveBackNeverFillsPastTheBurst) {
   testing::FakeClock clock;
   TokenBucket bucket(1.0, 2, &clock);
-  bucket.Unreserve();
-  bucket.Unreserve();
+  bucket.GiveBack(1);
+  bucket.GiveBack(5);
   int taken = 0;
   while (bucket.TryTake()) ++taken;
   EXPECT_EQ(taken, 2);
+}
+
+TEST(TokenBucketTest, ARefusedMultiTokenTakeIsAWaitUntilATakeSucceeds) {
+  testing::FakeClock clock;
+  TokenBucket bucket(1.0, 2, &clock);
+  ASSERT_TRUE(bucket.TryTake(1));
+  EXPECT_FALSE(bucket.TryTake(2));
+  EXPECT_EQ(bucket.waits(), 1);
+  clock.Advance(1s);
+  EXPECT_TRUE(bucket.TryTake(2));
+  EXPECT_EQ(bucket.waits(), 1);
+  EXPECT_EQ(bucket.waited().count(), 1);
+  // Giving back neither begins nor ends a wait.
+  bucket.GiveBack(1);
+  EXPECT_EQ(bucket.waits(), 1);
 }
 
 }  // namespace

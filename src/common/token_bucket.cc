@@ -3,6 +3,14 @@
 #include <algorithm>
 
 namespace certmount {
+namespace {
+
+// Refills are computed in floating point, so at the very instant
+// AvailableAt() named the bucket may hold a hair less than a whole token;
+// without this slack a waiter woken then would go back to sleep for a tick.
+constexpr double kRoundingSlack = 1e-9;
+
+}  // namespace
 
 TokenBucket::TokenBucket(double rate, int burst, const Clock* clock)
     : rate_(rate),
@@ -18,10 +26,10 @@ void TokenBucket::Refill(std::chrono::steady_clock::time_point now) {
   refilled_at_ = now;
 }
 
-bool TokenBucket::TryTake() {
+bool TokenBucket::TryTake(int count) {
   const auto now = clock_->SteadyNow();
   Refill(now);
-  if (tokens_ < 1.0) {
+  if (tokens_ + kRoundingSlack < count) {
     if (!waiting_) {
       waiting_ = true;
       waiting_since_ = now;
@@ -33,7 +41,7 @@ bool TokenBucket::TryTake() {
     waited_ += now - waiting_since_;
     waiting_ = false;
   }
-  tokens_ -= 1.0;
+  tokens_ = std::max(0.0, tokens_ - count);
   return true;
 }
 
@@ -42,20 +50,14 @@ std::chrono::duration<double> TokenBucket::waited() const {
   return waited_ + (clock_->SteadyNow() - waiting_since_);
 }
 
-std::chrono::steady_clock::time_point TokenBucket::NextTokenAt() {
+std::chrono::steady_clock::time_point TokenBucket::AvailableAt(double count) {
   Refill(clock_->SteadyNow());
-  if (tokens_ >= 1.0) return refilled_at_;
-  const double missing_seconds = (1.0 - tokens_) / rate_;
+  if (tokens_ + kRoundingSlack >= count) return refilled_at_;
+  const double missing_seconds = (count - tokens_) / rate_;
   return refilled_at_ + std::chrono::ceil<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(missing_seconds));
 }
 
-std::chrono::steady_clock::time_point TokenBucket::Reserve() {
-  const auto due = NextTokenAt();
-  tokens_ -= 1.0;
-  return due;
-}
-
-void TokenBucket::Unreserve() { tokens_ = std::min(burst_, tokens_ + 1.0); }
+void TokenBucket::GiveBack(int count) { tokens_ = std::min(burst_, tokens_ + count); }
 
 }  // namespace certmount

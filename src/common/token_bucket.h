@@ -11,31 +11,38 @@
 
 namespace certmount {
 
-// Not thread-safe: its users call it under their own lock.
+// Not thread-safe: its users call it under their own lock. The bucket never
+// goes into debt: tokens are taken only when they are there.
 class TokenBucket {
  public:
   // Refills `rate` tokens a second (must be > 0) up to `burst` (at least 1,
   // smaller values count as 1); starts full. `clock` must outlive the bucket.
   TokenBucket(double rate, int burst, const Clock* clock);
 
-  // Takes one token if one is available; false (taking nothing) otherwise.
-  bool TryTake();
+  // Takes `count` tokens (1 to burst()) together if they are all there;
+  // false, taking nothing, otherwise.
+  bool TryTake(int count = 1);
 
-  // When the next token is available by the clock's SteadyNow(): now, or in
-  // the future when the bucket is empty (or owes reserved tokens).
-  std::chrono::steady_clock::time_point NextTokenAt();
+  // When `count` tokens will have come in, by the clock's SteadyNow(), if
+  // nothing is taken meanwhile: now when they are there. `count` may exceed
+  // the burst: the answer is then when takes adding up to `count`, each of
+  // at most burst() tokens and each made as soon as its tokens are there,
+  // can all have been made (the bucket never fills up meanwhile, so the cap
+  // does not bite). That is when the last of a line of waiters gets its
+  // turn.
+  std::chrono::steady_clock::time_point AvailableAt(double count);
 
-  // Takes one token even if none is there yet, so the bucket may owe tokens,
-  // and returns when the taken token is due (NextTokenAt() as it was before
-  // the call). Callers that reserve queue in the order they reserve. Not
-  // counted as a wait.
-  std::chrono::steady_clock::time_point Reserve();
+  // AvailableAt(1): when the next token is available.
+  std::chrono::steady_clock::time_point NextTokenAt() { return AvailableAt(1); }
 
-  // Gives back a token taken by Reserve and not used (its waiter gave up).
-  void Unreserve();
+  // Puts back `count` tokens that were taken and never used, up to the
+  // burst. Not counted as a take for the wait counters.
+  void GiveBack(int count);
 
-  // Rate-limit waits, for metrics: a wait begins at a TryTake that finds the
-  // bucket empty and ends at the next TryTake that succeeds. How many began,
+  int burst() const { return static_cast<int>(burst_); }
+
+  // Rate-limit waits, for metrics: a wait begins at a TryTake that finds too
+  // few tokens and ends at the next TryTake that succeeds. How many began,
   // and how long they lasted in total (the current one up to now).
   int64_t waits() const { return waits_; }
   std::chrono::duration<double> waited() const;

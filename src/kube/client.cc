@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <utility>
 
 #include "kube/http_status.h"
 
@@ -257,6 +258,48 @@ Client::Client(ConstructionKey<Client>, KubeConfig config, ClientOptions options
 
 Client::~Client() = default;
 
+ApiBudget::ApiBudget(ApiBudget&& other) noexcept
+    : limiter_(std::exchange(other.limiter_, nullptr)),
+      remaining_(std::exchange(other.remaining_, 0)),
+      priority_(other.priority_) {}
+
+ApiBudget& ApiBudget::operator=(ApiBudget&& other) noexcept {
+  if (this != &other) {
+    Release();
+    limiter_ = std::exchange(other.limiter_, nullptr);
+    remaining_ = std::exchange(other.remaining_, 0);
+    priority_ = other.priority_;
+  }
+  return *this;
+}
+
+ApiBudget::~ApiBudget() { Release(); }
+
+void ApiBudget::Release() {
+  if (limiter_ != nullptr) limiter_->GiveBack(remaining_);
+  limiter_ = nullptr;
+  remaining_ = 0;
+}
+
+Result<ApiBudget> Client::Reserve(int calls, ApiPriority priority,
+                                  std::chrono::steady_clock::time_point deadline,
+                                  std::stop_token stop) {
+  const int tokens = std::clamp(calls, 0, limiter_.burst());
+  CERTMOUNT_RETURN_IF_ERROR(limiter_.Acquire(tokens, priority, deadline, stop));
+  return ApiBudget(&limiter_, tokens, priority);
+}
+
+Status Client::TakeToken(const Request& request, std::chrono::steady_clock::time_point deadline,
+                         std::stop_token stop, ApiBudget* budget) {
+  if (budget == nullptr) return limiter_.Acquire(1, request.priority, deadline, stop);
+  // Another client's tokens say nothing about this client's limit.
+  if (budget->limiter_ == &limiter_ && budget->remaining_ > 0) {
+    --budget->remaining_;
+    return Status::Ok();
+  }
+  return limiter_.Acquire(1, budget->priority_, deadline, stop);
+}
+
 std::unique_ptr<Client::CurlHandle> Client::TakeHandle() {
   {
     std::lock_guard lock(handles_mutex_);
@@ -326,11 +369,11 @@ Result<Response> Client::Send(const Request& request,
 }
 
 Result<Response> Client::Call(const Request& request,
-                              std::chrono::steady_clock::time_point deadline,
-                              std::stop_token stop) {
+                              std::chrono::steady_clock::time_point deadline, std::stop_token stop,
+                              ApiBudget* budget) {
   std::chrono::milliseconds backoff = options_.initial_backoff;
   for (int attempt = 1;; ++attempt) {
-    CERTMOUNT_RETURN_IF_ERROR(limiter_.Acquire(deadline, stop));
+    CERTMOUNT_RETURN_IF_ERROR(TakeToken(request, deadline, stop, budget));
     std::string retry_after;
     CERTMOUNT_ASSIGN_OR_RETURN(Response response,
                                Send(request, deadline, stop, nullptr, &retry_after));
@@ -367,7 +410,7 @@ Result<Response> Client::Call(const Request& request,
 
 Status Client::Stream(const Request& request, std::chrono::steady_clock::time_point deadline,
                       std::stop_token stop, const std::function<bool(std::string_view)>& on_line) {
-  CERTMOUNT_RETURN_IF_ERROR(limiter_.Acquire(deadline, stop));
+  CERTMOUNT_RETURN_IF_ERROR(limiter_.Acquire(1, request.priority, deadline, stop));
   CERTMOUNT_ASSIGN_OR_RETURN(Response response, Send(request, deadline, stop, &on_line, nullptr));
   if (response.http_status >= 200 && response.http_status < 300) return Status::Ok();
   return StatusFromHttp(response.http_status, response.body);

@@ -46,8 +46,10 @@ Status Watcher::List(std::stop_token stop) {
   std::string path = options_.collection_path;
   if (std::string query = SelectorQuery(); !query.empty()) path.append("?").append(query);
   auto deadline = client_->clock().SteadyNow() + kListTimeout;
-  CERTMOUNT_ASSIGN_OR_RETURN(Response response,
-                             client_->Call({"GET", path, "", ""}, deadline, stop));
+  // kWatch: publishes and renewals wait on what lists and watches see, so
+  // these never queue behind them for rate-limit tokens.
+  CERTMOUNT_ASSIGN_OR_RETURN(
+      Response response, client_->Call({"GET", path, "", "", ApiPriority::kWatch}, deadline, stop));
   nlohmann::json list = nlohmann::json::parse(response.body, nullptr, false);
   if (!list.is_object()) return Status::Internal("list " + path + " is not a JSON object");
   ++lists_;
@@ -69,8 +71,8 @@ Status Watcher::WatchOnce(std::stop_token stop, bool* saw_event) {
   // A little longer than the server's own timeout, so the server ends it.
   auto deadline = client_->clock().SteadyNow() + options_.watch_timeout + std::chrono::seconds(30);
   Status stream_error;
-  Status status =
-      client_->Stream({"GET", path, "", ""}, deadline, stop, [&](std::string_view line) {
+  Status status = client_->Stream(
+      {"GET", path, "", "", ApiPriority::kWatch}, deadline, stop, [&](std::string_view line) {
         nlohmann::json event = nlohmann::json::parse(line, nullptr, false);
         if (!event.is_object() || !event.contains("object") || !event["object"].is_object()) {
           stream_error = Status::Internal("malformed watch event");
