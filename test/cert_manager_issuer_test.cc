@@ -78,6 +78,8 @@ class CertManagerIssuerTest : public ::testing::Test {
     config.token = FakeKubeApi::kToken;
     kube::ClientOptions options;
     options.initial_backoff = 10ms;
+    options.qps = qps_;
+    options.burst = burst_;
     auto client = kube::Client::Create(config, options);
     ASSERT_TRUE(client.ok());
     CertManagerIssuerOptions issuer_options;
@@ -118,6 +120,9 @@ class CertManagerIssuerTest : public ::testing::Test {
   int Creates() { return api_.Count("POST", "/apis/cert-manager.io/"); }
 
   FakeKubeApi api_;
+  // The client-side rate limit MakeIssuer gives the client.
+  double qps_ = 5;
+  int burst_ = 10;
   std::unique_ptr<testing::PodWatch> pods_;
   // What MakeIssuer hands the issuer.
   const kube::PodCache* pod_cache_ = nullptr;
@@ -228,6 +233,20 @@ TEST_F(CertManagerIssuerTest, ARetryWhileStillPendingWaitsForTheSameRequest) {
   Result<IssuedCertificate> issued = Issue();
   ASSERT_TRUE(issued.ok()) << issued.status().ToString();
   EXPECT_EQ(api_.Count("POST", "/apis/cert-manager.io/"), posts);
+}
+
+TEST_F(CertManagerIssuerTest, APendingRequestARelistNoLongerShowsIsCreatedAgain) {
+  api_.SetPolicy(SignerPolicy::kPending);
+  EXPECT_EQ(Issue(200ms).status().code(), Code::kDeadlineExceeded);
+  // Deleted while the watch was away; it resumes, gets 410 and lists again.
+  api_.DeleteUnseen(kNs, input_.request_name);
+  api_.DropWatches();
+  ASSERT_TRUE(api_.WaitUntil([&] { return issuer_->watch_lists() >= 2; }));
+  api_.SetPolicy(SignerPolicy::kApprove);
+  const int posts = api_.Count("POST", "/apis/cert-manager.io/");
+  Result<IssuedCertificate> issued = Issue();
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  EXPECT_EQ(api_.Count("POST", "/apis/cert-manager.io/"), posts + 1);
 }
 
 TEST_F(CertManagerIssuerTest, AVolumeThatGoesForgetsItsPendingRequest) {
@@ -454,6 +473,32 @@ TEST_F(CertManagerIssuerTest, PodTheWatchKnowsCostsNoPodRead) {
   ASSERT_TRUE(issued.ok()) << issued.status().ToString();
   EXPECT_EQ(Creates(), 1);
   EXPECT_EQ(PodReads(), 0);
+}
+
+TEST_F(CertManagerIssuerTest, ATryThatCannotGetAllItsCallsInTimeSpendsNone) {
+  // Four calls in the bucket, then one a minute: the first issuance (a pod
+  // read and a create, no pod watch) and the request watch (a list and a
+  // watch) empty it.
+  qps_ = 1.0 / 60;
+  burst_ = 4;
+  MakeIssuer(api_.url());
+  input_.purpose = IssuePurpose::kPublish;
+  ASSERT_TRUE(Issue().ok());
+  ASSERT_TRUE(api_.WaitUntil([&] { return api_.open_watches() >= 1; }));
+  const int reads = PodReads();
+  const int creates = Creates();
+
+  input_.volume_id = "csi-another-volume";
+  input_.request_name = CertificateRequestName(input_.volume_id, 0);
+  const auto started = std::chrono::steady_clock::now();
+  Result<IssuedCertificate> issued = Issue(5s);
+  EXPECT_EQ(issued.status().code(), Code::kDeadlineExceeded) << issued.status().ToString();
+  EXPECT_NE(issued.status().message().find("no call was made"), std::string::npos)
+      << issued.status().ToString();
+  // At once, not at its deadline, and without spending the pod read.
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 4s);
+  EXPECT_EQ(PodReads(), reads);
+  EXPECT_EQ(Creates(), creates);
 }
 
 TEST_F(CertManagerIssuerTest, PodFinishedTerminatingOrGonePerTheWatchCostsNoCall) {

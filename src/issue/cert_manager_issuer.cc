@@ -19,6 +19,11 @@ using nlohmann::json;
 
 constexpr const char* kApiPrefix = "/apis/cert-manager.io/v1";
 
+// A try's calls must be granted this long (or a quarter of the time it has,
+// if less) before its deadline: a create granted later could hardly reach
+// the API server in time, and the call would be spent on nothing.
+constexpr std::chrono::milliseconds kCreateHeadroom{250};
+
 std::string Sha256Hex(std::string_view text) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
@@ -286,9 +291,10 @@ void CertManagerIssuer::EnsureWatching() {
   watch_options.collection_path = std::string(kApiPrefix) + "/certificaterequests";
   watch_options.label_selector = std::string(kNodeLabel) + "=" + node_label_value_;
   watch_options.watch_timeout = options_.watch_timeout;
-  watcher_ =
-      std::make_unique<kube::Watcher>(client_.get(), std::move(watch_options),
-                                      [this](const kube::WatchEvent& event) { OnEvent(event); });
+  watcher_ = std::make_unique<kube::Watcher>(
+      client_.get(), std::move(watch_options),
+      [this](const kube::WatchEvent& event) { OnEvent(event); },
+      [this](kube::ListBoundary boundary) { OnListBoundary(boundary); });
   watch_thread_ =
       std::jthread([watcher = watcher_.get()](std::stop_token stop) { watcher->Run(stop); });
 }
@@ -347,10 +353,39 @@ void CertManagerIssuer::Offer(const std::string& key, const std::string& object_
   waiter.changed.notify_all();
 }
 
+void CertManagerIssuer::OnListBoundary(kube::ListBoundary boundary) {
+  std::lock_guard lock(mutex_);
+  if (boundary == kube::ListBoundary::kBegin) {
+    listing_ = true;
+    listed_keys_.clear();
+    return;
+  }
+  listing_ = false;
+  // A request a complete list does not hold was deleted while the watch was
+  // away (its DELETED event was never seen): the next try creates it again
+  // rather than wait for it.
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    Waiter& waiter = *it->second;
+    if (waiter.created && !waiter.outcome.has_value() && listed_keys_.count(it->first) == 0) {
+      waiter.created = false;
+      if (waiter.users == 0) {
+        it = waiters_.erase(it);
+        continue;
+      }
+    }
+    ++it;
+  }
+  listed_keys_.clear();
+}
+
 void CertManagerIssuer::OnEvent(const kube::WatchEvent& event) {
   json object = json::parse(event.object_json, nullptr, false);
   if (!object.is_object()) return;
   const std::string key = KeyOf(MetadataField(object, "namespace"), MetadataField(object, "name"));
+  {
+    std::lock_guard lock(mutex_);
+    if (listing_) listed_keys_.insert(key);
+  }
   if (event.type != "DELETED") {
     Offer(key, event.object_json);
     return;
@@ -396,19 +431,18 @@ Result<IssuedCertificate> CertManagerIssuer::Wait(const std::string& key,
   return *waiter->outcome;
 }
 
-Result<kube::PodLiveness> CertManagerIssuer::LivenessOf(
+std::optional<kube::PodLiveness> CertManagerIssuer::WatchedLiveness(
     const kube::PodRef& pod, std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
-  CERTMOUNT_RETURN_IF_ERROR(kube::CheckPodRef(pod));
-  if (const kube::PodCache* cache = options_.pod_cache; cache != nullptr) {
-    const Clock& clock = client_->clock();
-    const auto until = std::min(deadline, clock.SteadyNow() + options_.pod_cache_wait);
-    if (std::optional<kube::PodLiveness> known = cache->WaitForLiveness(pod, clock, until, stop)) {
-      return *known;
-    }
+  const kube::PodCache* cache = options_.pod_cache;
+  if (cache == nullptr) return std::nullopt;
+  const Clock& clock = client_->clock();
+  const auto until = std::min(deadline, clock.SteadyNow() + options_.pod_cache_wait);
+  std::optional<kube::PodLiveness> known = cache->WaitForLiveness(pod, clock, until, stop);
+  if (!known.has_value()) {
     spdlog::info("pod {}/{} (uid {}): the pod watch cannot tell yet; reading the pod",
                  pod.namespace_, pod.name, pod.uid);
   }
-  return kube::ReadPodLiveness(client_.get(), pod, deadline, stop);
+  return known;
 }
 
 Status CertManagerIssuer::PodNotRunning(const IssueInput& input, kube::PodLiveness liveness) {
@@ -421,14 +455,12 @@ Status CertManagerIssuer::PodNotRunning(const IssueInput& input, kube::PodLivene
                          "deleted");
 }
 
-Status CertManagerIssuer::RequirePodRunning(const IssueInput& input,
-                                            std::chrono::steady_clock::time_point deadline,
-                                            std::stop_token stop) {
-  const PodInfo& pod = input.pod;
-  CERTMOUNT_ASSIGN_OR_RETURN(kube::PodLiveness liveness,
-                             LivenessOf({pod.namespace_, pod.name, pod.uid}, deadline, stop));
-  if (liveness == kube::PodLiveness::kRunning) return Status::Ok();
-  return PodNotRunning(input, liveness);
+bool CertManagerIssuer::AwaitsParkedRequest(const IssueInput& input) {
+  if (input.request_name.empty()) return false;
+  const std::string csr_b64 = kube::Base64Encode(input.csr_pem);
+  std::lock_guard lock(mutex_);
+  auto it = waiters_.find(KeyOf(input.pod.namespace_, input.request_name));
+  return it != waiters_.end() && it->second->created && it->second->expected_request == csr_b64;
 }
 
 Result<IssuedCertificate> CertManagerIssuer::Issue(const IssueInput& input,
@@ -440,10 +472,38 @@ Result<IssuedCertificate> CertManagerIssuer::Issue(const IssueInput& input,
   }
   if (input.spec->issuer.name.empty()) return Status::InvalidArgument("no issuer name");
   if (input.csr_pem.empty()) return Status::InvalidArgument("no CSR");
+  const kube::PodRef pod{input.pod.namespace_, input.pod.name, input.pod.uid};
+  CERTMOUNT_RETURN_IF_ERROR(kube::CheckPodRef(pod));
   NoteIssuing(input.volume_id);
-  CERTMOUNT_RETURN_IF_ERROR(RequirePodRunning(input, deadline, stop));
+  const std::optional<kube::PodLiveness> watched = WatchedLiveness(pod, deadline, stop);
+  if (watched.has_value() && *watched != kube::PodLiveness::kRunning) {
+    return PodNotRunning(input, *watched);
+  }
+  // Every call this try needs is taken from the rate limit together, before
+  // any is made: a try that could not make them all in time fails now,
+  // having spent nothing, instead of spending a call on a pod read whose
+  // create could not follow. The grant must leave the create time to reach
+  // the server; a request it creates and the watch sees signed later is
+  // taken by the next try without a call (AwaitsParkedRequest).
+  const int calls = (watched.has_value() ? 0 : 1) + (AwaitsParkedRequest(input) ? 0 : 1);
+  const kube::ApiPriority priority = input.purpose == IssuePurpose::kPublish
+                                         ? kube::ApiPriority::kPublish
+                                         : kube::ApiPriority::kBackground;
+  const auto left = deadline - client_->clock().SteadyNow();
+  const auto headroom = std::min<std::chrono::steady_clock::duration>(kCreateHeadroom, left / 4);
+  Result<kube::ApiBudget> budget = client_->Reserve(calls, priority, deadline - headroom, stop);
+  if (!budget.ok()) {
+    return budget.status().WithContext("no call was made for volume " + input.volume_id + " (" +
+                                       std::to_string(calls) + " needed)");
+  }
+  if (!watched.has_value()) {
+    CERTMOUNT_ASSIGN_OR_RETURN(kube::PodLiveness read,
+                               kube::ReadPodLiveness(client_.get(), pod, deadline, stop, &*budget));
+    if (read != kube::PodLiveness::kRunning) return PodNotRunning(input, read);
+  }
   EnsureWatching();
-  return CheckPodAfterFailure(input, CreateAndWait(input, deadline, stop), deadline, stop);
+  return CheckPodAfterFailure(input, CreateAndWait(input, deadline, stop, &*budget), deadline,
+                              stop);
 }
 
 Result<IssuedCertificate> CertManagerIssuer::CheckPodAfterFailure(
@@ -472,10 +532,13 @@ Result<IssuedCertificate> CertManagerIssuer::CheckPodAfterFailure(
 }
 
 Result<IssuedCertificate> CertManagerIssuer::CreateAndWait(
-    const IssueInput& input, std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
+    const IssueInput& input, std::chrono::steady_clock::time_point deadline, std::stop_token stop,
+    kube::ApiBudget* budget) {
   const std::string csr_b64 = kube::Base64Encode(input.csr_pem);
   const std::string body = RequestBody(input, csr_b64, node_label_value_).dump();
-  if (input.request_name.empty()) return CreateUnnamedAndWait(input, body, csr_b64, deadline, stop);
+  if (input.request_name.empty()) {
+    return CreateUnnamedAndWait(input, body, csr_b64, deadline, stop, budget);
+  }
 
   const std::string key = KeyOf(input.pod.namespace_, input.request_name);
   // Registered before the create, so no event about it can be missed.
@@ -486,7 +549,7 @@ Result<IssuedCertificate> CertManagerIssuer::CreateAndWait(
     ~Unregisterer() { issuer->Unregister(key); }
   } unregister{this, key};
   if (!Created(*waiter)) {
-    CERTMOUNT_RETURN_IF_ERROR(CreateOrResumeNamed(input, body, csr_b64, deadline, stop));
+    CERTMOUNT_RETURN_IF_ERROR(CreateOrResumeNamed(input, body, csr_b64, deadline, stop, budget));
     std::lock_guard lock(mutex_);
     waiter->created = true;
   } else {
@@ -499,11 +562,12 @@ Result<IssuedCertificate> CertManagerIssuer::CreateAndWait(
 
 Result<IssuedCertificate> CertManagerIssuer::CreateUnnamedAndWait(
     const IssueInput& input, const std::string& body, const std::string& csr_b64,
-    std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
+    std::chrono::steady_clock::time_point deadline, std::stop_token stop, kube::ApiBudget* budget) {
   const std::string collection = Collection(input.pod.namespace_);
   const std::string& token = input.bearer_token_override;
-  CERTMOUNT_ASSIGN_OR_RETURN(kube::Response created,
-                             client_->Call({"POST", collection, body, token}, deadline, stop));
+  CERTMOUNT_ASSIGN_OR_RETURN(
+      kube::Response created,
+      client_->Call({"POST", collection, body, token}, deadline, stop, budget));
   CERTMOUNT_ASSIGN_OR_RETURN(json object, ParseObject(created, "creating a CertificateRequest"));
   const std::string name = MetadataField(object, "name");
   const std::string key = KeyOf(input.pod.namespace_, name);
@@ -511,7 +575,7 @@ Result<IssuedCertificate> CertManagerIssuer::CreateUnnamedAndWait(
   spdlog::info("created CertificateRequest {} for volume {}", key, input.volume_id);
   // Events between the create and Register were missed; one read covers them.
   Result<kube::Response> current =
-      client_->Call({"GET", collection + "/" + name, "", token}, deadline, stop);
+      client_->Call({"GET", collection + "/" + name, "", token}, deadline, stop, budget);
   Offer(key, current.ok() ? current->body : created.body);
   Result<IssuedCertificate> result = Wait(key, waiter, deadline, stop);
   Unregister(key);
@@ -521,14 +585,14 @@ Result<IssuedCertificate> CertManagerIssuer::CreateUnnamedAndWait(
 Status CertManagerIssuer::CreateOrResumeNamed(const IssueInput& input, const std::string& body,
                                               const std::string& csr_b64,
                                               std::chrono::steady_clock::time_point deadline,
-                                              std::stop_token stop) {
+                                              std::stop_token stop, kube::ApiBudget* budget) {
   const std::string collection = Collection(input.pod.namespace_);
   const std::string key = KeyOf(input.pod.namespace_, input.request_name);
   const std::string item = collection + "/" + kube::QueryEscape(input.request_name);
   const std::string& token = input.bearer_token_override;
   for (int tries = 0; tries < 3; ++tries) {
     Result<kube::Response> created =
-        client_->Call({"POST", collection, body, token}, deadline, stop);
+        client_->Call({"POST", collection, body, token}, deadline, stop, budget);
     if (created.ok()) {
       spdlog::info("created CertificateRequest {} for volume {}", key, input.volume_id);
       Offer(key, created->body);
@@ -537,7 +601,8 @@ Status CertManagerIssuer::CreateOrResumeNamed(const IssueInput& input, const std
     if (created.status().code() != Code::kAlreadyExists) {
       return created.status().WithContext("creating CertificateRequest " + key);
     }
-    Result<kube::Response> existing = client_->Call({"GET", item, "", token}, deadline, stop);
+    Result<kube::Response> existing =
+        client_->Call({"GET", item, "", token}, deadline, stop, budget);
     if (existing.status().code() == Code::kNotFound) continue;
     if (!existing.ok()) {
       return existing.status().WithContext("reading CertificateRequest " + key);
@@ -552,7 +617,8 @@ Status CertManagerIssuer::CreateOrResumeNamed(const IssueInput& input, const std
     // Same issuance name, other CSR: left by an attempt whose key is gone.
     spdlog::info("replacing CertificateRequest {} (it holds another CSR)", key);
     // With the driver's own credentials: a pod's Role needs only create and get.
-    Result<kube::Response> deleted = client_->Call({"DELETE", item, "", ""}, deadline, stop);
+    Result<kube::Response> deleted =
+        client_->Call({"DELETE", item, "", ""}, deadline, stop, budget);
     if (!deleted.ok() && deleted.status().code() != Code::kNotFound) {
       return deleted.status().WithContext("deleting stale CertificateRequest " + key);
     }

@@ -95,7 +95,14 @@ class CertManagerIssuer final : public Issuer {
   // has finished gets
   // ABORTED (non-final for kubelet, which then unpublishes), nothing is
   // created, and the volume's requests are retired. A pod the driver may not
-  // read is PERMISSION_DENIED; no pod name or UID is INVALID_ARGUMENT. Then
+  // read is PERMISSION_DENIED; no pod name or UID is INVALID_ARGUMENT.
+  // The calls the try needs (the pod read when the watch could not answer,
+  // the create unless an earlier try of the same issuance left its request
+  // pending) are taken from the client's rate limit together, at publish
+  // priority for IssuePurpose::kPublish and background otherwise; when they
+  // could not be granted 250 ms (at most a quarter of the time left) before
+  // `deadline` the answer is
+  // DEADLINE_EXCEEDED at once, with no call made. Then
   // creates the CertificateRequest input.request_name (or, when empty, one
   // named by the API server from "certmount-") in input.pod.namespace_ and
   // waits for its outcome. When the name already exists with the same CSR
@@ -107,7 +114,8 @@ class CertManagerIssuer final : public Issuer {
   // Ready=False reason Failed: FAILED_PRECONDITION; InvalidRequest:
   // INVALID_ARGUMENT; deleted while waiting: ABORTED; still pending at
   // `deadline` (on the client's clock): DEADLINE_EXCEEDED, the request left
-  // in place, unless the pod watch shows the pod gone or going (then
+  // in place and watched for the next try of the same issuance (which then
+  // makes no call; park_pending_for), unless the pod watch shows the pod gone or going (then
   // ABORTED and the request is deleted; no GET is made past `deadline`);
   // API server unreachable: UNAVAILABLE; `stop`:
   // CANCELLED. Every message names the request and carries cert-manager's
@@ -180,34 +188,35 @@ class CertManagerIssuer final : public Issuer {
     std::chrono::steady_clock::time_point parked_until{};
   };
 
-  // OK when the pod runs; ABORTED (and the volume's requests retired) when
-  // it is gone, replaced, terminating or finished; else why it is unknown.
-  Status RequirePodRunning(const IssueInput& input, std::chrono::steady_clock::time_point deadline,
-                           std::stop_token stop);
-  // The pod's liveness: the pod cache's answer, waiting for it up to
-  // pod_cache_wait (and `deadline`), else ReadPodLiveness.
-  Result<kube::PodLiveness> LivenessOf(const kube::PodRef& pod,
-                                       std::chrono::steady_clock::time_point deadline,
-                                       std::stop_token stop);
+  // What the pod cache knows of the pod, waiting for an answer up to
+  // pod_cache_wait (and `deadline`); nullopt without a cache or an answer.
+  std::optional<kube::PodLiveness> WatchedLiveness(const kube::PodRef& pod,
+                                                   std::chrono::steady_clock::time_point deadline,
+                                                   std::stop_token stop);
   // ABORTED for a pod that is not running, after queueing the retirement of
   // the volume's requests.
   Status PodNotRunning(const IssueInput& input, kube::PodLiveness liveness);
-  // Creates (or resumes) the request and waits for its outcome.
+  // Whether an earlier try of this very issuance (same name and CSR)
+  // created its request and left it parked: this try then creates nothing.
+  bool AwaitsParkedRequest(const IssueInput& input);
+  // Creates (or resumes) the request and waits for its outcome; its calls
+  // spend `budget` first.
   Result<IssuedCertificate> CreateAndWait(const IssueInput& input,
                                           std::chrono::steady_clock::time_point deadline,
-                                          std::stop_token stop);
+                                          std::stop_token stop, kube::ApiBudget* budget);
   // A request named by the server (generateName): create, then wait.
   Result<IssuedCertificate> CreateUnnamedAndWait(const IssueInput& input, const std::string& body,
                                                  const std::string& csr_b64,
                                                  std::chrono::steady_clock::time_point deadline,
-                                                 std::stop_token stop);
+                                                 std::stop_token stop, kube::ApiBudget* budget);
   // A request with the issuance's own name: create it, or resume the one
   // already there when it holds the same CSR, or replace one holding another
   // CSR; ABORTED after three rounds lost to another writer. The caller has
   // registered its waiter.
   Status CreateOrResumeNamed(const IssueInput& input, const std::string& body,
                              const std::string& csr_b64,
-                             std::chrono::steady_clock::time_point deadline, std::stop_token stop);
+                             std::chrono::steady_clock::time_point deadline, std::stop_token stop,
+                             kube::ApiBudget* budget);
   // Turns a refused pod token or a deadline into ABORTED when the pod is
   // gone or going (the request is then retired); otherwise `result`. Asks
   // the pod cache, then (the failure hints that the watch may lag) reads
@@ -222,6 +231,9 @@ class CertManagerIssuer final : public Issuer {
   // Starts the watch thread if it is not running.
   void EnsureWatching();
   void OnEvent(const kube::WatchEvent& event);
+  // Around a list of the requests: after a complete one, waiters whose
+  // request it did not hold are no longer `created`.
+  void OnListBoundary(kube::ListBoundary boundary);
   // The waiter for "namespace/name", created on first use or taken over
   // from a parked one; parked waiters past their time are dropped here.
   std::shared_ptr<Waiter> Register(const std::string& key, const std::string& expected_request,
@@ -244,6 +256,9 @@ class CertManagerIssuer final : public Issuer {
   const std::string node_label_value_;
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<Waiter>> waiters_;
+  // While the watch lists: the requests the list delivered so far.
+  bool listing_ = false;
+  std::set<std::string> listed_keys_;
   std::stop_source shutdown_;
   bool shutting_down_ = false;
 

@@ -35,14 +35,14 @@ PodLiveness LivenessOf(const PodState& state) {
 
 Result<PodLiveness> ReadPodLiveness(Client* client, const PodRef& pod,
                                     std::chrono::steady_clock::time_point deadline,
-                                    std::stop_token stop) {
+                                    std::stop_token stop, ApiBudget* budget) {
   CERTMOUNT_RETURN_IF_ERROR(CheckPodRef(pod));
   const std::string what = "reading pod " + pod.namespace_ + "/" + pod.name;
   Result<Response> read = client->Call(
       {"GET",
        "/api/v1/namespaces/" + QueryEscape(pod.namespace_) + "/pods/" + QueryEscape(pod.name), "",
        ""},
-      deadline, stop);
+      deadline, stop, budget);
   if (read.status().code() == Code::kNotFound) return PodLiveness::kGone;
   if (!read.ok()) return read.status().WithContext(what);
   Result<PodState> state = ParsePodState(read->body);

@@ -38,10 +38,11 @@ Status CheckPodRef(const PodRef& pod);
 // GETs /api/v1/namespaces/<namespace>/pods/<name> and classifies it.
 // CheckPodRef's INVALID_ARGUMENT first; other failures are
 // the client's (UNAVAILABLE, DEADLINE_EXCEEDED, PERMISSION_DENIED when the
-// driver may not `get` pods, ...), with context naming the pod.
+// driver may not `get` pods, ...), with context naming the pod. The GET
+// spends a token of `budget` when given one (Client::Call).
 Result<PodLiveness> ReadPodLiveness(Client* client, const PodRef& pod,
                                     std::chrono::steady_clock::time_point deadline,
-                                    std::stop_token stop);
+                                    std::stop_token stop, ApiBudget* budget = nullptr);
 
 // What a pod watch needs of one Pod object: who it is and its addresses.
 struct PodAddresses {

@@ -52,7 +52,6 @@ Status Watcher::List(std::stop_token stop) {
       Response response, client_->Call({"GET", path, "", "", ApiPriority::kWatch}, deadline, stop));
   nlohmann::json list = nlohmann::json::parse(response.body, nullptr, false);
   if (!list.is_object()) return Status::Internal("list " + path + " is not a JSON object");
-  ++lists_;
   resource_version_ = ResourceVersionOf(list);
   auto items = list.find("items");
   if (on_list_) on_list_(ListBoundary::kBegin);
@@ -60,6 +59,7 @@ Status Watcher::List(std::stop_token stop) {
     for (const nlohmann::json& item : *items) on_event_({"ADDED", item.dump()});
   }
   if (on_list_) on_list_(ListBoundary::kEnd);
+  ++lists_;
   return Status::Ok();
 }
 

@@ -56,7 +56,8 @@ class Watcher {
   // retried with backoff, never returned.
   void Run(std::stop_token stop);
 
-  // Counters, for tests and logs.
+  // Lists completed (their objects and boundaries delivered), for tests and
+  // logs.
   int lists() const { return lists_.load(); }
 
  private:

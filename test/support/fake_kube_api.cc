@@ -458,6 +458,14 @@ void FakeKubeApi::Compact() {
   events_.clear();
 }
 
+void FakeKubeApi::DeleteUnseen(const std::string& namespace_, const std::string& name) {
+  std::lock_guard lock(mutex_);
+  objects_.erase(namespace_ + "/" + name);
+  compacted_before_ = ++resource_version_;
+  events_.clear();
+  changed_.notify_all();
+}
+
 std::vector<RecordedRequest> FakeKubeApi::Requests() const {
   std::lock_guard lock(mutex_);
   return requests_;

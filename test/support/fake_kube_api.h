@@ -122,6 +122,10 @@ class FakeKubeApi {
   // Forgets history: a watch from any resourceVersion so far gets 410; a
   // list now returns a newer one.
   void Compact();
+  // Deletes request namespace_/name with its event lost, as when a watch
+  // was away while history was compacted past the deletion: a watch that
+  // resumes gets 410 and must list again to learn of it.
+  void DeleteUnseen(const std::string& namespace_, const std::string& name);
   // 410 as an ERROR event in a 200 stream (true) or as HTTP 410 (false).
   void SetGoneAsEvent(bool as_event);
 
