@@ -341,22 +341,6 @@ TEST_F(CertManagerDaemonTest, UnreachableApiServerDelaysNothingAndPublishFailsRe
   EXPECT_FALSE(IsMountPoint(target));
 }
 
-// kubelet's view of a NodePublishVolume error (isFinalError in
-// pkg/volume/csi/csi_client.go): these leave the mount uncertain, so kubelet
-// calls NodeUnpublishVolume later; any other code ends it without one.
-bool NonFinalForKubelet(const grpc::Status& status) {
-  switch (status.error_code()) {
-    case grpc::StatusCode::CANCELLED:
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-    case grpc::StatusCode::UNAVAILABLE:
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-    case grpc::StatusCode::ABORTED:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Issue 13, steps 1-4 with the pod terminating before certmountd is back: the
 // restart races kubelet's retries; nothing is created for the terminating
 // pod, and the pending request of the killed publish does not survive.
@@ -371,7 +355,8 @@ TEST_F(CertManagerDaemonTest, PodDeletedWhileTheSignerIsDownLeavesNoRequest) {
   // In the same second, kubelet retries the publish, twice.
   for (int retry = 0; retry < 2; ++retry) {
     grpc::Status status = Publish("csi-cm-s", target);
-    EXPECT_TRUE(NonFinalForKubelet(status)) << status.error_code() << " " << status.error_message();
+    EXPECT_TRUE(KubeletSeesUncertain(status))
+        << status.error_code() << " " << status.error_message();
     EXPECT_NE(status.error_message().find("terminating"), std::string::npos)
         << status.error_message();
   }
@@ -406,9 +391,9 @@ TEST_F(CertManagerDaemonTest, RetryThatTimesOutAfterThePodBeganTerminatingDelete
   grpc::Status timed_out = Publish("csi-cm-r", target);
   terminate.join();
   EXPECT_EQ(timed_out.error_code(), grpc::StatusCode::ABORTED) << timed_out.error_message();
-  EXPECT_TRUE(NonFinalForKubelet(timed_out));
+  EXPECT_TRUE(KubeletSeesUncertain(timed_out));
   grpc::Status again = Publish("csi-cm-r", target);
-  EXPECT_TRUE(NonFinalForKubelet(again)) << again.error_message();
+  EXPECT_TRUE(KubeletSeesUncertain(again)) << again.error_message();
   EXPECT_TRUE(Unpublish("csi-cm-r", target).ok());
 
   api_.SetPolicy(SignerPolicy::kApprove);
@@ -435,7 +420,7 @@ TEST_F(CertManagerDaemonTest, RefusedTokenOfADeletedPodIsNotFinalAndLeavesNoRequ
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::ABORTED) << refused.error_message();
   EXPECT_NE(refused.error_message().find("401"), std::string::npos) << refused.error_message();
   grpc::Status again = Publish("csi-cm-k", target, pod_token);
-  EXPECT_TRUE(NonFinalForKubelet(again)) << again.error_message();
+  EXPECT_TRUE(KubeletSeesUncertain(again)) << again.error_message();
   EXPECT_TRUE(Unpublish("csi-cm-k", target).ok());
 
   EXPECT_TRUE(api_.WaitUntil([&] { return api_.ObjectCount() == 0; })) << daemon_->log();

@@ -196,6 +196,19 @@ csi::v1::NodePublishVolumeRequest KubeletPublishRequest(
   return request;
 }
 
+bool KubeletSeesUncertain(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    case grpc::StatusCode::ABORTED:
+      return true;
+    default:
+      return false;
+  }
+}
+
 grpc::Status UnpublishVolume(Daemon& daemon, const std::string& volume_id,
                              const std::string& target_path) {
   csi::v1::NodeUnpublishVolumeRequest request;

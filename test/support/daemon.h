@@ -92,6 +92,11 @@ csi::v1::NodePublishVolumeRequest KubeletPublishRequest(
     const std::string& volume_id, const std::string& target_path,
     const std::map<std::string, std::string>& attributes);
 
+// Whether kubelet takes a NodePublishVolume error as "maybe still going on"
+// (its isFinalError is false): the mount is uncertain, and kubelet calls
+// NodeUnpublishVolume for it later. Any other error ends the call for good.
+bool KubeletSeesUncertain(const grpc::Status& status);
+
 // NodeUnpublishVolume of `volume_id` at `target_path`, as kubelet sends it.
 grpc::Status UnpublishVolume(Daemon& daemon, const std::string& volume_id,
                              const std::string& target_path);

@@ -234,6 +234,7 @@ FakeKubeApi::~FakeKubeApi() {
   }
   server_->stop();
   if (server_thread_.joinable()) server_thread_.join();
+  if (delayed_signer_.joinable()) delayed_signer_.join();
 }
 
 std::string FakeKubeApi::url() const { return "https://127.0.0.1:" + std::to_string(port_); }
@@ -426,6 +427,34 @@ void FakeKubeApi::SetOmitCa(bool omit) {
   omit_ca_ = omit;
 }
 
+void FakeKubeApi::SetSignDelay(std::chrono::milliseconds delay) {
+  std::lock_guard lock(mutex_);
+  sign_delay_ = delay;
+  if (delay.count() > 0 && !delayed_signer_.joinable()) {
+    delayed_signer_ = std::thread([this] { SignDelayedLoop(); });
+  }
+}
+
+void FakeKubeApi::SignDelayedLoop() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    const auto now = std::chrono::steady_clock::now();
+    while (!delayed_.empty() && delayed_.front().due <= now) {
+      DelayedOutcome outcome = std::move(delayed_.front());
+      delayed_.erase(delayed_.begin());
+      // The client may have deleted it meanwhile.
+      if (objects_.count(outcome.key) != 0) {
+        ApplyPolicyLocked(outcome.key, outcome.policy, outcome.message);
+      }
+    }
+    if (delayed_.empty()) {
+      changed_.wait(lock);
+    } else {
+      changed_.wait_until(lock, delayed_.front().due);
+    }
+  }
+}
+
 void FakeKubeApi::SetGoneAsEvent(bool as_event) {
   std::lock_guard lock(mutex_);
   gone_as_event_ = as_event;
@@ -612,7 +641,16 @@ void FakeKubeApi::Create(const std::string& namespace_, const httplib::Request& 
     });
     if (!running) ++creates_for_gone_pods_;
   }
-  if (policy_ != SignerPolicy::kPending) ApplyPolicyLocked(key, policy_, policy_message_);
+  if (policy_ != SignerPolicy::kPending && sign_delay_.count() > 0) {
+    DelayedOutcome outcome{std::chrono::steady_clock::now() + sign_delay_, key, policy_,
+                           policy_message_};
+    auto at = std::upper_bound(delayed_.begin(), delayed_.end(), outcome.due,
+                               [](auto due, const DelayedOutcome& d) { return due < d.due; });
+    delayed_.insert(at, std::move(outcome));
+    changed_.notify_all();
+  } else if (policy_ != SignerPolicy::kPending) {
+    ApplyPolicyLocked(key, policy_, policy_message_);
+  }
   Reply(response, 201, created);
 }
 

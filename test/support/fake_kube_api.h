@@ -108,6 +108,10 @@ class FakeKubeApi {
   void SetPolicy(SignerPolicy policy, std::string message = "");
   // Answer with an empty status.ca and the signer CA appended to the chain.
   void SetOmitCa(bool omit);
+  // Requests created from now on get their outcome `delay` after the create
+  // (a signer that takes time) instead of in the create's own answer; zero
+  // goes back to answering at once. kPending is not affected.
+  void SetSignDelay(std::chrono::milliseconds delay);
   // Gives the pending request namespace_/name its outcome. False if unknown.
   bool Resolve(const std::string& namespace_, const std::string& name, SignerPolicy policy,
                std::string message = "");
@@ -178,6 +182,8 @@ class FakeKubeApi {
   // Must hold mutex_. Stores `object` with a new resourceVersion and records the event.
   void StoreLocked(nlohmann::json object, const std::string& type);
   void ApplyPolicyLocked(const std::string& key, SignerPolicy policy, const std::string& message);
+  // Applies the delayed outcomes as they fall due, until stopping_.
+  void SignDelayedLoop();
 
   TempDir dir_;
   std::string server_ca_pem_;
@@ -207,6 +213,16 @@ class FakeKubeApi {
   int drop_generation_ = 0;
   int open_watches_ = 0;
   int name_counter_ = 0;
+
+  struct DelayedOutcome {
+    std::chrono::steady_clock::time_point due;
+    std::string key;
+    SignerPolicy policy;
+    std::string message;
+  };
+  std::chrono::milliseconds sign_delay_{0};
+  std::vector<DelayedOutcome> delayed_;  // in order of `due`
+  std::thread delayed_signer_;           // started by the first SetSignDelay
 };
 
 // Writes a kubeconfig at `path` for `server`, trusting `ca_pem`, with the
