@@ -474,7 +474,11 @@ TEST_F(CertManagerDaemonTest, PodNewerThanTheWatchIsPublishedWithAtMostOneRead) 
 
 // A publish that timed out keeps its request for kubelet's retry (the pod
 // runs) and leaves no row; an unpublish then still finds it by its labels.
-TEST_F(CertManagerDaemonTest, UnpublishWithoutARowDeletesTheVolumesRequest) {
+// kubelet unpublishes after a publish that timed out, and retries it while
+// the pod runs: the pending request stays for the retry, which takes it once
+// signed without another create. Once the pod is going, the unpublish
+// deletes it.
+TEST_F(CertManagerDaemonTest, UnpublishAfterATimeoutKeepsThePendingRequestOnlyWhileThePodRuns) {
   api_.SetPolicy(SignerPolicy::kPending);
   StartDaemon(api_.url(), {"--publish-timeout=1s"});
   const std::string target = Target("pod-u");
@@ -482,7 +486,29 @@ TEST_F(CertManagerDaemonTest, UnpublishWithoutARowDeletesTheVolumesRequest) {
   EXPECT_EQ(Rows(), 0);
   ASSERT_EQ(api_.ObjectCount(), 1u);
   EXPECT_TRUE(Unpublish("csi-cm-u", target).ok());
+  ASSERT_TRUE(
+      api_.Resolve("default", CertificateRequestName("csi-cm-u", 0), SignerPolicy::kApprove));
+  grpc::Status retried = Publish("csi-cm-u", target);
+  ASSERT_TRUE(retried.ok()) << retried.error_message() << daemon_->log();
+  EXPECT_EQ(api_.Count("POST", "/apis/"), 1);
+  EXPECT_EQ(VerifyChain(target + "/tls.crt", target + "/ca.crt"), "");
+  EXPECT_TRUE(KeyMatchesCertificate(target + "/tls.key", target + "/tls.crt"));
+  ASSERT_TRUE(Unpublish("csi-cm-u", target).ok());
+  ASSERT_TRUE(api_.WaitUntil([&] { return api_.ObjectCount() == 0; })) << daemon_->log();
+
+  const std::string other = Target("pod-v");
+  EXPECT_EQ(Publish("csi-cm-v", other).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  ASSERT_EQ(api_.ObjectCount(), 1u);
+  api_.TerminatePod("default", "web-0");
+  // Once the daemon's pod watch shows it terminating (a retry says so), the
+  // unpublish removes the pending request.
+  for (int retry = 0; retry < 50; ++retry) {
+    grpc::Status status = Publish("csi-cm-v", other);
+    if (status.error_message().find("terminating") != std::string::npos) break;
+  }
+  EXPECT_TRUE(Unpublish("csi-cm-v", other).ok());
   EXPECT_TRUE(api_.WaitUntil([&] { return api_.ObjectCount() == 0; })) << daemon_->log();
+  EXPECT_EQ(api_.creates_for_gone_pods(), 0);
 }
 
 // At startup, requests labelled with this node whose volume has no row are

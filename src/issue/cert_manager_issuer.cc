@@ -455,6 +455,12 @@ Status CertManagerIssuer::PodNotRunning(const IssueInput& input, kube::PodLivene
                          "deleted");
 }
 
+bool CertManagerIssuer::KnowsPodRunning(const PodInfo& pod) const {
+  if (options_.pod_cache == nullptr) return false;
+  return options_.pod_cache->Liveness({pod.namespace_, pod.name, pod.uid}) ==
+         kube::PodLiveness::kRunning;
+}
+
 bool CertManagerIssuer::AwaitsParkedRequest(const IssueInput& input) {
   if (input.request_name.empty()) return false;
   const std::string csr_b64 = kube::Base64Encode(input.csr_pem);

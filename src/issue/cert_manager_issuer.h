@@ -128,6 +128,9 @@ class CertManagerIssuer final : public Issuer {
                                   std::chrono::steady_clock::time_point deadline,
                                   std::stop_token stop) override;
 
+  // True when options.pod_cache shows the pod running (no wait, no call).
+  bool KnowsPodRunning(const PodInfo& pod) const override;
+
   // Queues DeleteRequests for the volume on a background thread: keeping the
   // newest max_requests_per_volume requests up to `current_issuance`, or
   // none when the volume is gone (`namespace_` may then be empty: the

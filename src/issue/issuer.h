@@ -96,6 +96,15 @@ class Issuer {
   virtual void Retire(const std::string& /*namespace_*/, const std::string& /*volume_id*/,
                       std::optional<uint64_t> /*current_issuance*/) {}
 
+  // Whether the signer knows, without a call, that `pod` is running now (same
+  // UID, not terminating, not finished). kubelet unpublishes a volume whose
+  // publish failed with a non-final error and retries the publish while the
+  // pod runs; a pending issuance of such a pod outlives that unpublish, so
+  // the retry takes the request the signer may have signed meanwhile
+  // instead of making another. Never true for a pod that may be gone. The
+  // default: false (every unpublish cleans up at once).
+  virtual bool KnowsPodRunning(const PodInfo& /*pod*/) const { return false; }
+
   // Called once at startup, after the cleanup: `live_volume_ids` are all the
   // volumes this node still has. A signer that marks its objects with the
   // node drops those of every other volume (left by a crash, by a deletion

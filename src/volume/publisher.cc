@@ -809,6 +809,7 @@ Status Publisher::UnpublishClaimed(const std::string& volume_id, const std::stri
     }
   }
   if (!existing.has_value()) {
+    if (KeepsPendingForRetry(volume_id, target_path)) return Status::Ok();
     // Unknown to the database (a publish that failed or timed out leaves no
     // row): the signer still finds the volume's objects by their labels.
     issuer_->Retire("", volume_id, std::nullopt);
@@ -828,6 +829,23 @@ Status Publisher::UnpublishClaimed(const std::string& volume_id, const std::stri
   CERTMOUNT_RETURN_IF_ERROR(
       DetachReattached(VolumeLayout::For(options_.data_root, volume_id).data, env_));
   return RemoveVolumeDir(VolumeDir(volume_id), env_);
+}
+
+bool Publisher::KeepsPendingForRetry(const std::string& volume_id, const std::string& target_path) {
+  const VolumeLayout layout = VolumeLayout::For(options_.data_root, volume_id);
+  if (!HasPendingIssuance(layout, env_)) return false;
+  Result<VolumeRecord> described = LoadVolumeDescription(layout, volume_id, env_);
+  if (!described.ok() || described->target_path != target_path) return false;
+  PodInfo pod;
+  pod.namespace_ = described->pod_namespace;
+  pod.name = described->pod_name;
+  pod.uid = described->pod_uid;
+  if (!issuer_->KnowsPodRunning(pod)) return false;
+  spdlog::info(
+      "unpublish {}: its publish timed out with a request pending at the signer and pod {}/{} "
+      "runs; the pending key and request are kept for kubelet's retry",
+      volume_id, pod.namespace_, pod.name);
+  return true;
 }
 
 void Publisher::CancelAll() {

@@ -164,6 +164,13 @@ class Publisher {
   // (on clock_) passes first.
   bool WaitUntilDone(std::unique_lock<std::mutex>& lock, InFlight& running,
                      std::chrono::steady_clock::time_point deadline) const;
+  // An unpublish of a volume without a row (its publish failed) whose
+  // resumable issuance is pending, at the target it was published for,
+  // while the signer knows its pod running: kubelet will retry the publish,
+  // so the pending key, CSR and request stay for that retry (true) instead
+  // of being removed. Startup sweeps them if no retry comes before a
+  // restart; an unpublish once the pod is going removes them.
+  bool KeepsPendingForRetry(const std::string& volume_id, const std::string& target_path);
   Status UnpublishClaimed(const std::string& volume_id, const std::string& target_path);
   // Waits until no other operation of `volume_id` runs (cancelling a
   // publish), then registers an unpublish.
