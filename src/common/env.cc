@@ -5,6 +5,8 @@
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -85,15 +87,16 @@ struct DirCloser {
 };
 using UniqueDir = std::unique_ptr<DIR, DirCloser>;
 
+FileStat::Type TypeOf(mode_t mode) {
+  if (S_ISREG(mode)) return FileStat::Type::kRegular;
+  if (S_ISDIR(mode)) return FileStat::Type::kDirectory;
+  if (S_ISLNK(mode)) return FileStat::Type::kSymlink;
+  return FileStat::Type::kOther;
+}
+
 FileStat ToFileStat(const struct stat& st) {
   FileStat result;
-  if (S_ISREG(st.st_mode)) {
-    result.type = FileStat::Type::kRegular;
-  } else if (S_ISDIR(st.st_mode)) {
-    result.type = FileStat::Type::kDirectory;
-  } else if (S_ISLNK(st.st_mode)) {
-    result.type = FileStat::Type::kSymlink;
-  }
+  result.type = TypeOf(st.st_mode);
   result.permissions = st.st_mode & 07777;
   result.uid = st.st_uid;
   result.gid = st.st_gid;
@@ -101,6 +104,19 @@ FileStat ToFileStat(const struct stat& st) {
   result.size = static_cast<int64_t>(st.st_size);
   result.inode = static_cast<uint64_t>(st.st_ino);
   result.modified_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  return result;
+}
+
+FileStat ToFileStat(const struct statx& stx) {
+  FileStat result;
+  result.type = TypeOf(stx.stx_mode);
+  result.permissions = stx.stx_mode & 07777;
+  result.uid = stx.stx_uid;
+  result.gid = stx.stx_gid;
+  result.device = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+  result.size = static_cast<int64_t>(stx.stx_size);
+  result.inode = stx.stx_ino;
+  result.modified_ns = stx.stx_mtime.tv_sec * 1'000'000'000 + stx.stx_mtime.tv_nsec;
   return result;
 }
 
@@ -306,6 +322,24 @@ class PosixEnv final : public Env {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "stat", path);
     return ToFileStat(st);
+  }
+
+  Result<MountRootStat> LStatMountRoot(const std::string& path) override {
+    struct statx stx {};
+    if (::statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &stx) != 0) {
+      return ErrnoStatus(errno, "statx", path);
+    }
+    MountRootStat result{ToFileStat(stx), std::nullopt};
+    if ((stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0) {
+      result.mount_root = (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+    }
+    return result;
+  }
+
+  Result<uint64_t> FilesystemMagic(const std::string& path) override {
+    struct statfs fs {};
+    if (::statfs(path.c_str(), &fs) != 0) return ErrnoStatus(errno, "statfs", path);
+    return static_cast<uint64_t>(fs.f_type);
   }
 
   Status CheckReadable(const std::string& path) override {

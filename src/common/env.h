@@ -40,6 +40,18 @@ struct FileStat {
   int64_t modified_ns = 0;  // mtime, nanoseconds since the epoch
 };
 
+// What statx(2) reports about a path itself: LStat's answer, and whether a
+// mount is attached there.
+struct MountRootStat {
+  FileStat stat;
+  // Whether `path` is the root of the mount that path lookup reaches there
+  // (STATX_ATTR_MOUNT_ROOT): true exactly when something is mounted at
+  // `path`, and then `stat` describes the root of the visible (topmost) mount
+  // there, which is what umount2(path) would remove. nullopt when the kernel
+  // does not report the attribute (before 5.8).
+  std::optional<bool> mount_root;
+};
+
 // An advisory lock on a file, held until this handle is destroyed or the
 // process dies, however it dies. Env::LockFile is the way to get one.
 class FileLock {
@@ -93,6 +105,13 @@ class Env {
   // swaps a projected token through its ..data symlink; the new file shows
   // as a new inode).
   virtual Result<FileStat> Stat(const std::string& path) = 0;
+  // statx(2) with AT_SYMLINK_NOFOLLOW: describes `path` itself like LStat
+  // (a symlink, never its target), and whether it is a mount root. One
+  // syscall whatever the size of the mount table.
+  virtual Result<MountRootStat> LStatMountRoot(const std::string& path) = 0;
+  // statfs(2)'s f_type: the magic number of the filesystem type (TMPFS_MAGIC,
+  // ...) of the mount `path` leads to, following symlinks.
+  virtual Result<uint64_t> FilesystemMagic(const std::string& path) = 0;
   // access(2) with R_OK: OK when the process's real ids may read `path`.
   virtual Status CheckReadable(const std::string& path) = 0;
   // Names in a directory, sorted, without "." and "..".
@@ -183,6 +202,12 @@ class EnvWrapper : public Env {
   Result<std::string> ReadLink(const std::string& path) override { return target_->ReadLink(path); }
   Result<FileStat> LStat(const std::string& path) override { return target_->LStat(path); }
   Result<FileStat> Stat(const std::string& path) override { return target_->Stat(path); }
+  Result<MountRootStat> LStatMountRoot(const std::string& path) override {
+    return target_->LStatMountRoot(path);
+  }
+  Result<uint64_t> FilesystemMagic(const std::string& path) override {
+    return target_->FilesystemMagic(path);
+  }
   Status CheckReadable(const std::string& path) override { return target_->CheckReadable(path); }
   Result<std::vector<std::string>> ListDirectory(const std::string& path) override {
     return target_->ListDirectory(path);

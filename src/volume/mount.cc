@@ -1,5 +1,6 @@
 #include "volume/mount.h"
 
+#include <linux/magic.h>
 #include <sys/mount.h>
 
 #include <cstdio>
@@ -17,15 +18,33 @@ bool IsAtOrBelow(std::string_view path, std::string_view dir) {
   return path.size() == dir.size() || path[dir.size()] == '/';
 }
 
+// Whether the visible mount at `dir` (canonical) is a tmpfs, asked of the
+// kernel for that one path: a mount root whose filesystem is a tmpfs. A
+// directory on a tmpfs that is not itself a mount point does not count (the
+// driver's tmpfs is mounted at `dir`). nullopt when only the mount table can
+// tell (the kernel does not report mount roots, or a call failed).
+std::optional<bool> TmpfsMountedAt(const std::string& dir, Env* env) {
+  Result<MountRootStat> at = env->LStatMountRoot(dir);
+  if (!at.ok() || !at->mount_root.has_value()) return std::nullopt;
+  if (!*at->mount_root) return false;
+  Result<uint64_t> magic = env->FilesystemMagic(dir);
+  if (!magic.ok()) return std::nullopt;
+  return *magic == TMPFS_MAGIC;
+}
+
 }  // namespace
 
 Status MountTmpfsIfNeeded(const std::string& dir, Env* env) {
   CERTMOUNT_RETURN_IF_ERROR(env->CreateDirectories(dir, kDataTmpfsMode));
   // mountinfo prints canonical paths, so compare against one.
   CERTMOUNT_ASSIGN_OR_RETURN(std::string canonical, env->RealPath(dir));
-  CERTMOUNT_ASSIGN_OR_RETURN(MountTable table, MountTable::Read(env));
-  const MountInfoEntry* top = table.TopMountAt(canonical);
-  if (top != nullptr && top->fstype == "tmpfs") return Status::Ok();
+  std::optional<bool> tmpfs = TmpfsMountedAt(canonical, env);
+  if (!tmpfs.has_value()) {
+    CERTMOUNT_ASSIGN_OR_RETURN(MountTable table, MountTable::Read(env));
+    const MountInfoEntry* top = table.TopMountAt(canonical);
+    tmpfs = top != nullptr && top->fstype == "tmpfs";
+  }
+  if (*tmpfs) return Status::Ok();
   char options[32];
   std::snprintf(options, sizeof options, "mode=%04o", static_cast<unsigned>(kDataTmpfsMode));
   return env->Mount("tmpfs", canonical, "tmpfs", kLockedDownFlags, options)
@@ -100,6 +119,37 @@ TargetHolder WhoHolds(const MountTable& table, const std::string& target,
     if (ShowsDirectory(*mount, *data, /*exactly=*/true)) return TargetHolder::kThisVolumeCovered;
   }
   return TargetHolder::kOther;
+}
+
+std::optional<TargetHolder> ProveHolder(const std::string& target,
+                                        const std::string& volume_data_dir, Env* env) {
+  Result<MountRootStat> at_target = env->LStatMountRoot(target);
+  if (!at_target.ok()) {
+    if (at_target.status().code() == Code::kNotFound) return TargetHolder::kNothing;
+    return std::nullopt;
+  }
+  // Only a mount root can be a mount of the volume; anything else (or a
+  // kernel that cannot tell) goes to the table, which also lists mounts that
+  // path lookup no longer reaches.
+  if (at_target->mount_root != true || at_target->stat.type != FileStat::Type::kDirectory) {
+    return std::nullopt;
+  }
+  // lstat: a data directory replaced by a symlink proves nothing.
+  Result<FileStat> data = env->LStat(volume_data_dir);
+  if (!data.ok() || data->type != FileStat::Type::kDirectory) return std::nullopt;
+  if (at_target->stat.device != data->device || at_target->stat.inode != data->inode) {
+    return std::nullopt;
+  }
+  return TargetHolder::kThisVolume;
+}
+
+Result<TargetHolder> WhoHoldsTarget(const std::string& target, const std::string& volume_data_dir,
+                                    Env* env) {
+  if (std::optional<TargetHolder> proven = ProveHolder(target, volume_data_dir, env)) {
+    return *proven;
+  }
+  CERTMOUNT_ASSIGN_OR_RETURN(MountTable table, MountTable::Read(env));
+  return WhoHolds(table, target, volume_data_dir);
 }
 
 Status UnmountTop(const std::string& target, Env* env) {

@@ -87,6 +87,11 @@ Result<FileStat> FaultInjectionEnv::Stat(const std::string& path) {
   return EnvWrapper::Stat(path);
 }
 
+Result<MountRootStat> FaultInjectionEnv::LStatMountRoot(const std::string& path) {
+  CERTMOUNT_RETURN_IF_ERROR(Check("LStatMountRoot", path));
+  return EnvWrapper::LStatMountRoot(path);
+}
+
 Status FaultInjectionEnv::SyncDir(const std::string& path) {
   CERTMOUNT_RETURN_IF_ERROR(Check("SyncDir", path));
   return EnvWrapper::SyncDir(path);

@@ -16,9 +16,9 @@ class FaultInjectionEnv : public EnvWrapper {
   FaultInjectionEnv() : EnvWrapper(Env::Default()) {}
 
   // The `nth` call (1-based, counted from now) of `operation` ("CreateDir",
-  // "WriteNewFile", "EnsureFile", "LockFile", "ReadFile", "Stat", "SyncDir", "Rename", "Symlink",
-  // "Mount", "MountReadOnlyBind") fails with `error_number`; every other call goes to the real
-  // filesystem.
+  // "WriteNewFile", "EnsureFile", "LockFile", "ReadFile", "Stat", "LStatMountRoot", "SyncDir",
+  // "Rename", "Symlink", "Mount", "MountReadOnlyBind") fails with `error_number`; every other
+  // call goes to the real filesystem.
   void FailNth(std::string operation, int nth, int error_number);
   int calls(const std::string& operation) const;
 
@@ -37,6 +37,7 @@ class FaultInjectionEnv : public EnvWrapper {
                                              std::string_view contents) override;
   Result<std::string> ReadFile(const std::string& path) override;
   Result<FileStat> Stat(const std::string& path) override;
+  Result<MountRootStat> LStatMountRoot(const std::string& path) override;
   Status SyncDir(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;
   Status Symlink(const std::string& target, const std::string& link_path) override;

@@ -5,12 +5,15 @@
 
 namespace certmount::testing {
 
-Status SeedMountedVolumes(Store& store, const std::string& target, int count) {
+std::string SeededVolumeId(int index) { return "csi-bench-" + std::to_string(index); }
+
+Status SeedMountedVolumes(Store& store, int count,
+                          const std::function<std::string(int index)>& target_of) {
   const int64_t now = SystemClock::Instance().NowUnix();
   for (int i = 0; i < count; ++i) {
     VolumeRecord record;
-    record.volume_id = "csi-bench-" + std::to_string(i);
-    record.target_path = target;
+    record.volume_id = SeededVolumeId(i);
+    record.target_path = target_of(i);
     record.pod_namespace = "bench";
     record.pod_name = "pod-" + std::to_string(i);
     record.pod_uid = "uid-" + std::to_string(i);
@@ -25,6 +28,10 @@ Status SeedMountedVolumes(Store& store, const std::string& target, int count) {
         StoreTestAccess(store).WriteInOneTransaction(record, record.volume_id, cert, [] {}));
   }
   return Status::Ok();
+}
+
+Status SeedMountedVolumes(Store& store, const std::string& target, int count) {
+  return SeedMountedVolumes(store, count, [&target](int) { return target; });
 }
 
 }  // namespace certmount::testing
