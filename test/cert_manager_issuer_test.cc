@@ -501,6 +501,53 @@ TEST_F(CertManagerIssuerTest, ATryThatCannotGetAllItsCallsInTimeSpendsNone) {
   EXPECT_EQ(Creates(), creates);
 }
 
+TEST_F(CertManagerIssuerTest, APublishOutOfTimeQueuesItsCreateAndTheRetryTakesIt) {
+  // Three calls in the bucket, then one a second: the first publish's create
+  // and the request watch (a list and a watch) empty it.
+  qps_ = 1;
+  burst_ = 3;
+  WatchPods();
+  input_.purpose = IssuePurpose::kPublish;
+  ASSERT_TRUE(Issue().ok());
+  ASSERT_TRUE(api_.WaitUntil([&] { return api_.open_watches() >= 2; }));
+  const int creates = Creates();
+
+  input_.volume_id = "csi-another-volume";
+  input_.request_name = CertificateRequestName(input_.volume_id, 0);
+  Result<IssuedCertificate> early = Issue(300ms);
+  EXPECT_EQ(early.status().code(), Code::kDeadlineExceeded) << early.status().ToString();
+  EXPECT_NE(early.status().message().find("the next try waits for it"), std::string::npos)
+      << early.status().ToString();
+  // The create is made when the rate limit allows, and is signed meanwhile.
+  ASSERT_TRUE(api_.WaitUntil([&] { return Creates() == creates + 1; }));
+  Result<IssuedCertificate> retried = Issue();
+  ASSERT_TRUE(retried.ok()) << retried.status().ToString();
+  EXPECT_TRUE(SignedBy(retried->certificate_chain_pem, api_.signer_ca_pem()));
+  EXPECT_EQ(Creates(), creates + 1);
+  EXPECT_EQ(PodReads(), 0);
+}
+
+TEST_F(CertManagerIssuerTest, AQueuedCreateIsNotMadeForAPodThatWent) {
+  // The queued create's call comes two seconds after the burst.
+  qps_ = 0.5;
+  burst_ = 3;
+  WatchPods();
+  input_.purpose = IssuePurpose::kPublish;
+  ASSERT_TRUE(Issue().ok());
+  ASSERT_TRUE(api_.WaitUntil([&] { return api_.open_watches() >= 2; }));
+  const int creates = Creates();
+  input_.volume_id = "csi-another-volume";
+  input_.request_name = CertificateRequestName(input_.volume_id, 0);
+  EXPECT_EQ(Issue(300ms).status().code(), Code::kDeadlineExceeded);
+  api_.TerminatePod(kNs, input_.pod.name);
+  ASSERT_TRUE(pods_->WaitFor(Pod(), kube::PodLiveness::kTerminating));
+  // The next try learns it; the queued create was never made.
+  Result<IssuedCertificate> retried = Issue();
+  EXPECT_EQ(retried.status().code(), Code::kAborted) << retried.status().ToString();
+  EXPECT_EQ(Creates(), creates);
+  EXPECT_EQ(api_.creates_for_gone_pods(), 0);
+}
+
 TEST_F(CertManagerIssuerTest, PodFinishedTerminatingOrGonePerTheWatchCostsNoCall) {
   WatchPods();
   // Once the watch shows the pod `state`, an issuance is ABORTED naming it.

@@ -276,6 +276,8 @@ CertManagerIssuer::~CertManagerIssuer() {
     shutting_down_ = true;
     for (auto& [key, waiter] : waiters_) waiter->changed.notify_all();
   }
+  create_thread_.request_stop();
+  if (create_thread_.joinable()) create_thread_.join();
   retire_thread_.request_stop();
   if (retire_thread_.joinable()) retire_thread_.join();
   watch_thread_.request_stop();
@@ -324,7 +326,7 @@ void CertManagerIssuer::Unregister(const std::string& key) {
   auto it = waiters_.find(key);
   if (it == waiters_.end() || --it->second->users > 0) return;
   Waiter& waiter = *it->second;
-  if (waiter.created && !waiter.outcome.has_value() && !shutting_down_) {
+  if ((waiter.created || waiter.queued) && !waiter.outcome.has_value() && !shutting_down_) {
     waiter.parked_until = now + options_.park_pending_for;
     return;
   }
@@ -401,9 +403,92 @@ void CertManagerIssuer::OnEvent(const kube::WatchEvent& event) {
   it->second->changed.notify_all();
 }
 
-bool CertManagerIssuer::Created(const Waiter& waiter) {
+bool CertManagerIssuer::CreatedOrQueued(const Waiter& waiter) {
   std::lock_guard lock(mutex_);
-  return waiter.created;
+  return waiter.created || waiter.queued;
+}
+
+void CertManagerIssuer::QueueCreate(const IssueInput& input) {
+  QueuedCreate queued;
+  queued.key = KeyOf(input.pod.namespace_, input.request_name);
+  queued.csr_b64 = kube::Base64Encode(input.csr_pem);
+  queued.body = RequestBody(input, queued.csr_b64, node_label_value_).dump();
+  queued.input = input;
+  queued.input.spec = nullptr;
+  std::shared_ptr<Waiter> waiter = Register(queued.key, queued.csr_b64, input.volume_id);
+  bool already_queued = false;
+  {
+    std::lock_guard lock(mutex_);
+    already_queued = waiter->queued || waiter->created;
+    waiter->queued = !waiter->created;
+  }
+  Unregister(queued.key);
+  if (already_queued) return;
+  std::lock_guard lock(create_mutex_);
+  if (!create_thread_.joinable()) {
+    create_thread_ = std::jthread([this](std::stop_token stop) { RunQueuedCreates(stop); });
+  }
+  creates_.push_back(std::move(queued));
+  create_changed_.notify_all();
+}
+
+void CertManagerIssuer::RunQueuedCreates(std::stop_token stop) {
+  std::unique_lock lock(create_mutex_);
+  while (create_changed_.wait(lock, stop, [&] { return !creates_.empty(); })) {
+    QueuedCreate next = std::move(creates_.front());
+    creates_.pop_front();
+    lock.unlock();
+    CreateQueued(next, stop);
+    lock.lock();
+  }
+}
+
+void CertManagerIssuer::EndQueued(const std::string& key, const std::string& csr_b64,
+                                  const Status& failure) {
+  std::lock_guard lock(mutex_);
+  auto it = waiters_.find(key);
+  if (it == waiters_.end() || it->second->expected_request != csr_b64) return;
+  Waiter& waiter = *it->second;
+  waiter.queued = false;
+  if (failure.ok()) {
+    waiter.created = true;
+  } else if (!waiter.outcome.has_value()) {
+    waiter.outcome = Result<IssuedCertificate>(failure);
+  }
+  waiter.changed.notify_all();
+  if (waiter.users == 0 && !waiter.created && !failure.ok()) waiters_.erase(it);
+}
+
+void CertManagerIssuer::CreateQueued(const QueuedCreate& queued, std::stop_token stop) {
+  auto still_wanted = [&] {
+    std::lock_guard lock(mutex_);
+    auto it = waiters_.find(queued.key);
+    return it != waiters_.end() && it->second->queued &&
+           it->second->expected_request == queued.csr_b64;
+  };
+  if (!still_wanted()) return;
+  const Clock& clock = client_->clock();
+  Result<kube::ApiBudget> budget = client_->Reserve(
+      1, kube::ApiPriority::kPublish, clock.SteadyNow() + options_.park_pending_for, stop);
+  if (!budget.ok()) {
+    EndQueued(queued.key, queued.csr_b64, budget.status().WithContext("queued create"));
+    return;
+  }
+  // The pod must run at the moment of the create, as for any issuance; the
+  // unused call goes back with the budget otherwise.
+  const PodInfo& pod = queued.input.pod;
+  if (!KnowsPodRunning(pod)) {
+    EndQueued(queued.key, queued.csr_b64,
+              Status::Aborted("pod " + pod.namespace_ + "/" + pod.name +
+                              " is no longer known to run; its queued CertificateRequest was "
+                              "not created"));
+    return;
+  }
+  if (!still_wanted()) return;
+  EnsureWatching();
+  Status created = CreateOrResumeNamed(queued.input, queued.body, queued.csr_b64,
+                                       clock.SteadyNow() + options_.delete_timeout, stop, &*budget);
+  EndQueued(queued.key, queued.csr_b64, created);
 }
 
 Result<IssuedCertificate> CertManagerIssuer::Wait(const std::string& key,
@@ -466,7 +551,8 @@ bool CertManagerIssuer::AwaitsParkedRequest(const IssueInput& input) {
   const std::string csr_b64 = kube::Base64Encode(input.csr_pem);
   std::lock_guard lock(mutex_);
   auto it = waiters_.find(KeyOf(input.pod.namespace_, input.request_name));
-  return it != waiters_.end() && it->second->created && it->second->expected_request == csr_b64;
+  return it != waiters_.end() && (it->second->created || it->second->queued) &&
+         it->second->expected_request == csr_b64;
 }
 
 Result<IssuedCertificate> CertManagerIssuer::Issue(const IssueInput& input,
@@ -499,6 +585,15 @@ Result<IssuedCertificate> CertManagerIssuer::Issue(const IssueInput& input,
   const auto headroom = std::min<std::chrono::steady_clock::duration>(kCreateHeadroom, left / 4);
   Result<kube::ApiBudget> budget = client_->Reserve(calls, priority, deadline - headroom, stop);
   if (!budget.ok()) {
+    if (budget.status().code() == Code::kDeadlineExceeded &&
+        input.purpose == IssuePurpose::kPublish && watched.has_value() &&
+        !input.request_name.empty()) {
+      QueueCreate(input);
+      return budget.status().WithContext(
+          "no call was made for volume " + input.volume_id +
+          " in time; its CertificateRequest is created when the rate limit allows, and the next "
+          "try waits for it");
+    }
     return budget.status().WithContext("no call was made for volume " + input.volume_id + " (" +
                                        std::to_string(calls) + " needed)");
   }
@@ -554,7 +649,7 @@ Result<IssuedCertificate> CertManagerIssuer::CreateAndWait(
     const std::string& key;
     ~Unregisterer() { issuer->Unregister(key); }
   } unregister{this, key};
-  if (!Created(*waiter)) {
+  if (!CreatedOrQueued(*waiter)) {
     CERTMOUNT_RETURN_IF_ERROR(CreateOrResumeNamed(input, body, csr_b64, deadline, stop, budget));
     std::lock_guard lock(mutex_);
     waiter->created = true;

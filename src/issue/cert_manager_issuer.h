@@ -182,6 +182,9 @@ class CertManagerIssuer final : public Issuer {
     // created or resumed it): a later try of the same issuance waits for
     // its outcome without another call.
     bool created = false;
+    // A create for it is queued in the background (QueueCreate): tries wait
+    // for that one instead of making their own.
+    bool queued = false;
     // The volume the request is for, to drop a parked waiter when the
     // volume goes.
     std::string volume_id;
@@ -247,7 +250,28 @@ class CertManagerIssuer final : public Issuer {
   void Unregister(const std::string& key);
   // Drops the parked waiters of a volume that is gone.
   void DropParked(const std::string& volume_id);
-  bool Created(const Waiter& waiter);
+  // Whether the waiter's request exists or its create is queued.
+  bool CreatedOrQueued(const Waiter& waiter);
+
+  // A create left for when the rate limit allows it (QueueCreate).
+  struct QueuedCreate {
+    std::string key;
+    IssueInput input;  // without spec: `body` is the request
+    std::string body;
+    std::string csr_b64;
+  };
+  // A publish of a running pod that could not get its create's call before
+  // its deadline: the create is queued, at publish priority, and made when
+  // its turn comes (if the pod still runs then), and the request is parked
+  // for kubelet's retry, which waits for it instead of queueing anew. So
+  // the rate limit stays busy with creates that will be used while the
+  // pods sit in kubelet's backoff.
+  void QueueCreate(const IssueInput& input);
+  void RunQueuedCreates(std::stop_token stop);
+  void CreateQueued(const QueuedCreate& queued, std::stop_token stop);
+  // Ends the queued state of a waiter, with `failure` as its outcome unless
+  // OK (the request then exists).
+  void EndQueued(const std::string& key, const std::string& csr_b64, const Status& failure);
   // Records what an object says about its request's outcome, if anything.
   void Offer(const std::string& key, const std::string& object_json);
   Result<IssuedCertificate> Wait(const std::string& key, const std::shared_ptr<Waiter>& waiter,
@@ -286,10 +310,14 @@ class CertManagerIssuer final : public Issuer {
   // since, which it must not touch.
   bool sweep_pending_ = false;
   std::set<std::string> issued_since_sweep_;
+  std::mutex create_mutex_;
+  std::condition_variable_any create_changed_;
+  std::deque<QueuedCreate> creates_;
   std::unique_ptr<kube::Watcher> watcher_;
   // Declared last: joined before anything the threads use goes away.
   std::jthread retire_thread_;
   std::jthread watch_thread_;
+  std::jthread create_thread_;
 };
 
 }  // namespace certmount

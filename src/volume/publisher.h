@@ -183,7 +183,8 @@ class Publisher {
   // mount, files, empty target and signer objects, each failure logged and
   // left for the next start; publish the startup gauges.
   Status PrepareVolumesRoot();
-  Result<StartupCleanupResult> DeleteUnprovenRows(const MountTable& mounts);
+  // Sets `reattached` when it mounted anything (a lost tmpfs view).
+  Result<StartupCleanupResult> DeleteUnprovenRows(const MountTable& mounts, bool* reattached);
   void RemoveDeleted(const DeletedVolume& deleted, const MountTable& mounts,
                      const std::map<std::string, std::vector<std::string>>& shown);
   void RecordStartupMetrics(const StartupSummary& summary,
