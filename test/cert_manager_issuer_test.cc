@@ -114,6 +114,22 @@ class CertManagerIssuerTest : public ::testing::Test {
     MakeIssuer(api_.url());
   }
 
+  // With a burst of three calls refilled at `qps`, the pod watch on, a
+  // publish whose create and the request watch (a list and a watch) empty
+  // the bucket; then input_ is another volume's publish. Returns the
+  // creates made so far.
+  int PublishOneThenOutOfCalls(double qps) {
+    qps_ = qps;
+    burst_ = 3;
+    WatchPods();
+    input_.purpose = IssuePurpose::kPublish;
+    EXPECT_TRUE(Issue().ok());
+    EXPECT_TRUE(api_.WaitUntil([&] { return api_.open_watches() >= 2; }));
+    input_.volume_id = "csi-another-volume";
+    input_.request_name = CertificateRequestName(input_.volume_id, 0);
+    return Creates();
+  }
+
   kube::PodRef Pod() const { return {input_.pod.namespace_, input_.pod.name, input_.pod.uid}; }
   // GETs of pods: the reads the pod watch is there to save.
   int PodReads() { return api_.Count("GET", "/api/v1/namespaces/"); }
@@ -502,18 +518,7 @@ TEST_F(CertManagerIssuerTest, ATryThatCannotGetAllItsCallsInTimeSpendsNone) {
 }
 
 TEST_F(CertManagerIssuerTest, APublishOutOfTimeQueuesItsCreateAndTheRetryTakesIt) {
-  // Three calls in the bucket, then one a second: the first publish's create
-  // and the request watch (a list and a watch) empty it.
-  qps_ = 1;
-  burst_ = 3;
-  WatchPods();
-  input_.purpose = IssuePurpose::kPublish;
-  ASSERT_TRUE(Issue().ok());
-  ASSERT_TRUE(api_.WaitUntil([&] { return api_.open_watches() >= 2; }));
-  const int creates = Creates();
-
-  input_.volume_id = "csi-another-volume";
-  input_.request_name = CertificateRequestName(input_.volume_id, 0);
+  const int creates = PublishOneThenOutOfCalls(1);
   Result<IssuedCertificate> early = Issue(300ms);
   EXPECT_EQ(early.status().code(), Code::kDeadlineExceeded) << early.status().ToString();
   EXPECT_NE(early.status().message().find("the next try waits for it"), std::string::npos)
@@ -529,15 +534,7 @@ TEST_F(CertManagerIssuerTest, APublishOutOfTimeQueuesItsCreateAndTheRetryTakesIt
 
 TEST_F(CertManagerIssuerTest, AQueuedCreateIsNotMadeForAPodThatWent) {
   // The queued create's call comes two seconds after the burst.
-  qps_ = 0.5;
-  burst_ = 3;
-  WatchPods();
-  input_.purpose = IssuePurpose::kPublish;
-  ASSERT_TRUE(Issue().ok());
-  ASSERT_TRUE(api_.WaitUntil([&] { return api_.open_watches() >= 2; }));
-  const int creates = Creates();
-  input_.volume_id = "csi-another-volume";
-  input_.request_name = CertificateRequestName(input_.volume_id, 0);
+  const int creates = PublishOneThenOutOfCalls(0.5);
   EXPECT_EQ(Issue(300ms).status().code(), Code::kDeadlineExceeded);
   api_.TerminatePod(kNs, input_.pod.name);
   ASSERT_TRUE(pods_->WaitFor(Pod(), kube::PodLiveness::kTerminating));
