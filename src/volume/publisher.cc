@@ -20,6 +20,10 @@
 
 namespace certmount {
 
+// How long before --publish-timeout a publish's work must stop (at most a
+// twentieth of the timeout).
+constexpr std::chrono::milliseconds kAnswerMargin{100};
+
 namespace {
 
 // The publisher's metric families, registered while the program starts so
@@ -334,7 +338,12 @@ Status Publisher::Adopt(const std::string& volume_id, const std::string& target)
 
 Status Publisher::Publish(const PublishRequest& request) {
   const auto started = clock_->SteadyNow();
-  Status result = PublishOnce(request, started + options_.publish_timeout);
+  // The work stops a little before the timeout, so that undoing it and
+  // answering fit inside the timeout too, even with every core busy
+  // generating other pods' keys.
+  const auto margin =
+      std::min<std::chrono::steady_clock::duration>(kAnswerMargin, options_.publish_timeout / 20);
+  Status result = PublishOnce(request, started + options_.publish_timeout - margin);
   const double seconds = std::chrono::duration<double>(clock_->SteadyNow() - started).count();
   (result.ok() ? Metrics().publish_ok : Metrics().publish_error).Observe(seconds);
   return result;
