@@ -25,7 +25,6 @@ enum class IssuePurpose { kPublish, kRenewal };
 
 struct IssueInput {
   std::string volume_id;
-  IssuePurpose purpose = IssuePurpose::kRenewal;
   std::string csr_pem;
   const CertificateSpec* spec = nullptr;
   PodInfo pod;
@@ -38,6 +37,7 @@ struct IssueInput {
   // pod's service account token from csi.storage.k8s.io/serviceAccount.tokens).
   // Empty: the driver's own. Never logged or stored.
   std::string bearer_token_override;
+  IssuePurpose purpose = IssuePurpose::kRenewal;
 };
 
 struct IssuedCertificate {

@@ -23,8 +23,6 @@ enum class IssuanceStep { kKeyGenerated, kIssued, kFilesWritten };
 
 struct IssuanceRequest {
   std::string volume_id;
-  // IssueInput::purpose.
-  IssuePurpose purpose = IssuePurpose::kRenewal;
   const CertificateSpec* spec = nullptr;
   PodInfo pod;
   VolumeLayout layout;
@@ -49,6 +47,8 @@ struct IssuanceRequest {
   int64_t now_unix = 0;
   // Called after each step; may be empty.
   std::function<void(IssuanceStep)> on_step;
+  // IssueInput::purpose.
+  IssuePurpose purpose = IssuePurpose::kRenewal;
 };
 
 // True when a resumable issuance of the volume left its pending key and CSR
