@@ -105,10 +105,12 @@ TEST(PublishInFlightTest, RetryWhileIssuingSharesTheFirstAttemptInsteadOfIssuing
   ASSERT_TRUE(fs::exists(hold_file)) << daemon.log();
 
   // kubelet's retry of the same volume and target waits for the first
-  // attempt, and gives up with ABORTED at its own publish timeout.
+  // attempt, and gives up at its own publish timeout, saying why.
   csi::v1::NodePublishVolumeResponse response;
   grpc::Status retry = daemon.node().NodePublishVolume(CallContext().get(), request, &response);
-  EXPECT_EQ(retry.error_code(), grpc::StatusCode::ABORTED) << retry.error_message();
+  EXPECT_EQ(retry.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << retry.error_message();
+  EXPECT_NE(retry.error_message().find("waiting behind another publish"), std::string::npos)
+      << retry.error_message();
   // The same volume id for another target is a conflict, not a second issuance.
   csi::v1::NodePublishVolumeRequest elsewhere = request;
   elsewhere.set_target_path(parent + "/other");
