@@ -450,7 +450,10 @@ void FakeKubeApi::SignDelayedLoop() {
     if (delayed_.empty()) {
       changed_.wait(lock);
     } else {
-      changed_.wait_until(lock, delayed_.front().due);
+      // A copy: wait_until reads the time again after waking, when a create
+      // may have moved the vector's elements.
+      const auto due = delayed_.front().due;
+      changed_.wait_until(lock, due);
     }
   }
 }
