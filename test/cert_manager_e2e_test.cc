@@ -341,8 +341,8 @@ TEST_F(CertManagerDaemonTest, UnreachableApiServerDelaysNothingAndPublishFailsRe
   EXPECT_FALSE(IsMountPoint(target));
 }
 
-// Issue 13, steps 1-4 with the pod terminating before certmountd is back: the
-// restart races kubelet's retries; nothing is created for the terminating
+// The restart-during-pending-publish sequence, steps 1-4, with the pod terminating before
+// certmountd is back: the restart races kubelet's retries; nothing is created for the terminating
 // pod, and the pending request of the killed publish does not survive.
 TEST_F(CertManagerDaemonTest, PodDeletedWhileTheSignerIsDownLeavesNoRequest) {
   api_.SetPolicy(SignerPolicy::kPending);  // the signer is down

@@ -525,7 +525,7 @@ TEST_P(DeployVariant, KubeletDirIsOneSettingUsedEverywhere) {
 
 // The data root lives under the kubelet directory, which kubelet makes a
 // shared mount on every host: Bidirectional works there even when the host's
-// "/" is private (issue 17).
+// "/" is private, as on some hosts.
 TEST_P(DeployVariant, DataRootOutlivesTheContainerOnAnyHost) {
   std::optional<std::string> data_root = ArgValue(certmountd_, "--data-root");
   ASSERT_EQ(data_root, rendered_.kubelet_dir + "/plugins/certmount");

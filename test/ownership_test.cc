@@ -1,7 +1,7 @@
 // The driver touches only what the mount table proves is its own: each
-// sequence of issue 14 against the real certmountd over its socket, as root,
-// with real mounts, asserting the final mount table, rows, files, the
-// survival of foreign mounts and the code kubelet sees.
+// hostile sequence (foreign, stacked and covered mounts) against the real certmountd over its
+// socket, as root, with real mounts, asserting the final mount table, rows, files, the survival of
+// foreign mounts and the code kubelet sees.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
