@@ -53,13 +53,15 @@ Status Watcher::List(std::stop_token stop) {
   nlohmann::json list = nlohmann::json::parse(response.body, nullptr, false);
   if (!list.is_object()) return Status::Internal("list " + path + " is not a JSON object");
   resource_version_ = ResourceVersionOf(list);
+  // Counted before delivery: a reader woken by one of these objects must
+  // already see this list counted.
+  ++lists_;
   auto items = list.find("items");
   if (on_list_) on_list_(ListBoundary::kBegin);
   if (items != list.end() && items->is_array()) {
     for (const nlohmann::json& item : *items) on_event_({"ADDED", item.dump()});
   }
   if (on_list_) on_list_(ListBoundary::kEnd);
-  ++lists_;
   return Status::Ok();
 }
 

@@ -56,8 +56,8 @@ class Watcher {
   // retried with backoff, never returned.
   void Run(std::stop_token stop);
 
-  // Lists completed (their objects and boundaries delivered), for tests and
-  // logs.
+  // Lists the server answered, counted before their objects are delivered,
+  // for tests and logs.
   int lists() const { return lists_.load(); }
 
  private:
