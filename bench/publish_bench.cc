@@ -49,6 +49,7 @@
 #include "issue/csr.h"
 #include "issue/local_ca.h"
 #include "issue/private_key.h"
+#include "issue/volume_attributes.h"
 #include "state/store.h"
 #include "support/daemon.h"
 #include "support/store_test_access.h"
@@ -351,7 +352,7 @@ FloorRound RunFloorRound(FloorWorld& world, int volumes, int concurrency, int ro
     // the mkdir (on ext4 under inode churn it is not free).
     CreateParent(targets[i]);
     contexts[i] = KubeletContext(ids[i]);
-    specs[i] = Take(ParseAttributes(contexts[i]), "floor attributes");
+    specs[i] = Take(ParseVolumeAttributes(contexts[i], {}), "floor attributes");
   }
 
   std::vector<double> total(n);

@@ -5,6 +5,7 @@
 #include "issue/attribute_bounds.h"
 #include "issue/attributes.h"
 #include "issue/dn.h"
+#include "issue/volume_attributes.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace certmount;
@@ -17,6 +18,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   context["csi.cert-manager.io/issuer-name"] = "ca";
   context["csi.cert-manager.io/literal-subject"] = std::string(text.substr(nul + 1));
   if (!CheckAttributeBounds(context).ok()) return 0;
-  (void)ParseAttributes(context);
+  (void)ParseVolumeAttributes(context, {});
   return 0;
 }

@@ -1,6 +1,7 @@
 // The tables below are the compatibility contract for volume attributes:
 // every accepted spelling and every rejection is listed here.
 #include "issue/attributes.h"
+#include "issue/volume_attributes.h"
 
 #include <gtest/gtest.h>
 
@@ -118,7 +119,7 @@ std::string CaseName(const ::testing::TestParamInfo<GoodCase>& info) { return in
 class ParseAttributesGoodTest : public ::testing::TestWithParam<GoodCase> {};
 
 TEST_P(ParseAttributesGoodTest, ReachesTheSpec) {
-  Result<CertificateSpec> spec = ParseAttributes(GetParam().attributes);
+  Result<CertificateSpec> spec = ParseVolumeAttributes(GetParam().attributes, {});
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   CertificateSpec expected = BaseSpec();
   GetParam().expect(expected);
@@ -561,7 +562,7 @@ std::string BadCaseName(const ::testing::TestParamInfo<BadCase>& info) { return 
 class ParseAttributesBadTest : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(ParseAttributesBadTest, IsInvalidArgumentNamingTheKey) {
-  Result<CertificateSpec> spec = ParseAttributes(GetParam().attributes);
+  Result<CertificateSpec> spec = ParseVolumeAttributes(GetParam().attributes, {});
   ASSERT_FALSE(spec.ok());
   EXPECT_EQ(spec.status().code(), Code::kInvalidArgument);
   const std::string& message = spec.status().message();
@@ -816,8 +817,8 @@ INSTANTIATE_TEST_SUITE_P(
     BadCaseName);
 
 TEST(ParseAttributesTest, VariableValueCannotAddRdnsToALiteralSubject) {
-  Result<CertificateSpec> spec = ParseAttributes(
-      With({{std::string(kPodName), "x,O=Evil+UID=1"}, {"literal-subject", "CN=${POD_NAME}"}}));
+  Result<CertificateSpec> spec = ParseVolumeAttributes(
+      With({{std::string(kPodName), "x,O=Evil+UID=1"}, {"literal-subject", "CN=${POD_NAME}"}}), {});
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   EXPECT_EQ(spec->literal_subject, "CN=x\\,O\\=Evil\\+UID\\=1");
 }
@@ -825,21 +826,24 @@ TEST(ParseAttributesTest, VariableValueCannotAddRdnsToALiteralSubject) {
 // csi-driver's rule: renew-before counts only when not_before + renew-before
 // is before not_after; otherwise two thirds into the lifetime.
 TEST(ApplyPodIpsTest, PodIpIsTheFirstAddressAndPodIpsAllOfThemWithoutDuplicates) {
-  Result<CertificateSpec> one = ParseAttributes(With({{"ip-sans", "10.0.0.1,${POD_IP}"}}));
+  Result<CertificateSpec> one =
+      ParseVolumeAttributes(With({{"ip-sans", "10.0.0.1,${POD_IP}"}}), {});
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   EXPECT_TRUE(UsesPodIps(*one));
   ASSERT_TRUE(ApplyPodIps(*one, {"10.244.1.7", "FD00:0:0::7"}).ok());
   EXPECT_EQ(one->ip_addresses, (std::vector<std::string>{"10.0.0.1", "10.244.1.7"}));
 
-  Result<CertificateSpec> all = ParseAttributes(With({{"ip-sans", "${POD_IP},${POD_IPS}"}}));
+  Result<CertificateSpec> all =
+      ParseVolumeAttributes(With({{"ip-sans", "${POD_IP},${POD_IPS}"}}), {});
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   ASSERT_TRUE(ApplyPodIps(*all, {"10.244.1.7", "FD00:0:0::7"}).ok());
   EXPECT_EQ(all->ip_addresses, (std::vector<std::string>{"10.244.1.7", "fd00::7"}));
 }
 
 TEST(ApplyPodIpsTest, DnsNamesGetTheAddressesAsDashedLabels) {
-  Result<CertificateSpec> spec = ParseAttributes(
-      With({{"dns-names", "web.example, ${POD_IP}.shop.pod.cluster.local, ip-$POD_IPS.sslip.io"}}));
+  Result<CertificateSpec> spec = ParseVolumeAttributes(
+      With({{"dns-names", "web.example, ${POD_IP}.shop.pod.cluster.local, ip-$POD_IPS.sslip.io"}}),
+      {});
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   EXPECT_TRUE(UsesPodIps(*spec));
   EXPECT_EQ(PodIpsAttributeKey(*spec), "csi.cert-manager.io/dns-names");
@@ -856,8 +860,8 @@ TEST(ApplyPodIpsTest, DnsNamesGetTheAddressesAsDashedLabels) {
 }
 
 TEST(ApplyPodIpsTest, EveryReferenceInOneNameIsFilledIn) {
-  Result<CertificateSpec> spec =
-      ParseAttributes(With({{"dns-names", "${POD_IP}.${POD_IP}.a,${POD_IPS}-${POD_IP}.b"}}));
+  Result<CertificateSpec> spec = ParseVolumeAttributes(
+      With({{"dns-names", "${POD_IP}.${POD_IP}.a,${POD_IPS}-${POD_IP}.b"}}), {});
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   ASSERT_TRUE(ApplyPodIps(*spec, {"10.0.0.1", "10.0.0.2"}).ok());
   EXPECT_EQ(spec->dns_names, (std::vector<std::string>{"10-0-0-1.10-0-0-1.a", "10-0-0-1-10-0-0-1.b",
@@ -865,14 +869,14 @@ TEST(ApplyPodIpsTest, EveryReferenceInOneNameIsFilledIn) {
 }
 
 TEST(ApplyPodIpsTest, UnknownAddressesLeaveTheSpecAsParsedAndBadOnesAreRefused) {
-  Result<CertificateSpec> spec = ParseAttributes(With({{"ip-sans", "${POD_IPS}"}}));
+  Result<CertificateSpec> spec = ParseVolumeAttributes(With({{"ip-sans", "${POD_IPS}"}}), {});
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   ASSERT_TRUE(ApplyPodIps(*spec, {}).ok());
   EXPECT_TRUE(spec->ip_addresses.empty());
   Status bad = ApplyPodIps(*spec, {"10.0.0.300"});
   EXPECT_EQ(bad.code(), Code::kInvalidArgument);
 
-  Result<CertificateSpec> fixed = ParseAttributes(With({{"ip-sans", "10.0.0.1"}}));
+  Result<CertificateSpec> fixed = ParseVolumeAttributes(With({{"ip-sans", "10.0.0.1"}}), {});
   ASSERT_TRUE(fixed.ok());
   EXPECT_FALSE(UsesPodIps(*fixed));
   ASSERT_TRUE(ApplyPodIps(*fixed, {"10.244.1.7"}).ok());
@@ -937,8 +941,8 @@ TEST(StorableAttributesTest, DropsSecretsAndSecretsMergeBackToTheSameSpec) {
   // The stored copy plus the secrets parses to the same spec as the original.
   Attributes restored = storable;
   restored.insert(secrets.begin(), secrets.end());
-  Result<CertificateSpec> from_original = ParseAttributes(attributes);
-  Result<CertificateSpec> from_stored = ParseAttributes(restored);
+  Result<CertificateSpec> from_original = ParseVolumeAttributes(attributes, {});
+  Result<CertificateSpec> from_stored = ParseVolumeAttributes(restored, {});
   ASSERT_TRUE(from_original.ok()) << from_original.status().ToString();
   ASSERT_TRUE(from_stored.ok()) << from_stored.status().ToString();
   ExpectSpecEq(*from_stored, *from_original);

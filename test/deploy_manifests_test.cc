@@ -38,6 +38,8 @@ const fs::path kDeployDir = fs::path(CERTMOUNT_SOURCE_DIR) / "deploy";
 constexpr char kDriverName[] = "csi.certmount.io";
 // cert-manager csi-driver's name, taken over by components/csi-cert-manager-io-name.
 constexpr char kCsiDriverName[] = "csi.cert-manager.io";
+// csi-driver-spiffe's name, taken over by components/spiffe-csi-cert-manager-io.
+constexpr char kSpiffeDriverName[] = "spiffe.csi.cert-manager.io";
 constexpr char kKubeletDirConfigMap[] = "certmount-kubelet-dir";
 
 // Flags the deploy tree passes before certmountd has them (the binary gets
@@ -60,6 +62,7 @@ const std::vector<Variant> kVariants = {
     {"overlays/token-request", "/var/lib/kubelet"},
     {"examples/kubelet-dir-k0s", "/var/lib/k0s/kubelet"},
     {"examples/csi-cert-manager-io-name", "/var/lib/kubelet", kCsiDriverName},
+    {"examples/spiffe-csi-cert-manager-io", "/var/lib/kubelet", kSpiffeDriverName},
 };
 
 // --- a kustomize subset ----------------------------------------------------------
@@ -892,6 +895,32 @@ TEST(DeployComponents, CsiCertManagerIoNameRefusesAReorderedBase) {
   EXPECT_NE(std::string(failures.GetTestPartResult(0).message()).find("test of"), std::string::npos)
       << failures.GetTestPartResult(0).message();
   EXPECT_EQ(Str(args[1]), "--driver-name=" + std::string(kDriverName)) << "nothing renamed";
+}
+
+// csi-driver-spiffe's setup: its name, SPIFFE mode with its default trust
+// domain and issuer, its CSIDriver's token request, and the pod's token used
+// for the request (its approver compares spec.username with the identity).
+TEST(DeployComponents, SpiffeExampleIsCsiDriverSpiffesSetup) {
+  Rendered rendered = Render("examples/spiffe-csi-cert-manager-io");
+  const std::string all = CanonicalAll(rendered.resources);
+  EXPECT_EQ(all.find(kDriverName), std::string::npos) << all;
+  YAML::Node certmountd = Container(Find(rendered.resources, "DaemonSet"), "certmountd");
+  EXPECT_EQ(ArgValue(certmountd, "--issuer"), "cert-manager");
+  EXPECT_EQ(ArgValue(certmountd, "--driver-name"), kSpiffeDriverName);
+  EXPECT_EQ(ArgValue(certmountd, "--spiffe-trust-domain"), "cluster.local");
+  EXPECT_EQ(ArgValue(certmountd, "--spiffe-issuer-name"), "my-spiffe-ca");
+  bool token_request = false;
+  for (const YAML::Node& arg : certmountd["args"])
+    token_request |= Str(arg) == "--use-token-request";
+  EXPECT_TRUE(token_request);
+  YAML::Node driver = Find(rendered.resources, "CSIDriver");
+  EXPECT_EQ(Str(driver["metadata"]["name"]), kSpiffeDriverName);
+  EXPECT_TRUE(driver["spec"]["podInfoOnMount"].as<bool>(false));
+  EXPECT_TRUE(driver["spec"]["requiresRepublish"].as<bool>(false));
+  ASSERT_EQ(driver["spec"]["tokenRequests"].size(), 1u);
+  EXPECT_EQ(Str(driver["spec"]["tokenRequests"][0]["audience"]), "");
+  EXPECT_FALSE(driver["spec"]["serviceAccountTokenInSecrets"].IsDefined())
+      << "a field Kubernetes 1.26 does not know";
 }
 
 // --- kubectl, where there is one ---------------------------------------------------

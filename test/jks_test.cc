@@ -24,6 +24,7 @@
 #include "issue/jks.h"
 #include "issue/local_ca.h"
 #include "issue/private_key.h"
+#include "issue/volume_attributes.h"
 #include "support/daemon.h"
 #include "support/fake_clock.h"
 #include "support/root.h"
@@ -287,13 +288,16 @@ TEST_F(JksStoreTest, ATrustBundleRewriteRebuildsBothStoresAroundTheNewBundle) {
   Result<std::unique_ptr<LocalCa>> ca =
       LocalCa::FromPem(material->certificate_pem, material->private_key_pem, clock);
   ASSERT_TRUE(ca.ok());
-  Result<CertificateSpec> spec = ParseAttributes({
-      {"csi.cert-manager.io/issuer-name", "ca"},
-      {"csi.cert-manager.io/key-algorithm", "ECDSA"},
-      {"csi.cert-manager.io/dns-names", "jks.example"},  // keytool refuses a leaf naming nothing
-      {"csi.cert-manager.io/keystore-jks-enable", "true"},
-      {"csi.cert-manager.io/keystore-jks-password", "changeit"},
-  });
+  Result<CertificateSpec> spec = ParseVolumeAttributes(
+      {
+          {"csi.cert-manager.io/issuer-name", "ca"},
+          {"csi.cert-manager.io/key-algorithm", "ECDSA"},
+          {"csi.cert-manager.io/dns-names",
+           "jks.example"},  // keytool refuses a leaf naming nothing
+          {"csi.cert-manager.io/keystore-jks-enable", "true"},
+          {"csi.cert-manager.io/keystore-jks-password", "changeit"},
+      },
+      {});
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   const VolumeLayout layout = VolumeLayout::For(dir_.Sub("data"), "vol");
   ASSERT_TRUE(Env::Default()->CreateDirectories(layout.data, 0700).ok());

@@ -20,6 +20,7 @@
 #include "common/token_bucket.h"
 #include "issue/attributes.h"
 #include "issue/local_ca.h"
+#include "issue/volume_attributes.h"
 #include "renew/backoff.h"
 #include "support/fake_clock.h"
 #include "support/root.h"
@@ -177,7 +178,7 @@ class RenewalSchedulerTest : public ::testing::Test {
     EXPECT_TRUE(StoreTestAccess(*store_).RegisterVolume(record).ok());
     const VolumeLayout layout = VolumeLayout::For(data_root_, id);
     EXPECT_TRUE(Env::Default()->CreateDirectories(layout.data, 0700).ok());
-    auto spec = ParseAttributes(record.attributes);
+    auto spec = ParseVolumeAttributes(record.attributes, {});
     EXPECT_TRUE(spec.ok()) << spec.status().ToString();
     IssuanceRequest request;
     request.volume_id = id;

@@ -4,6 +4,7 @@
 // pod info, a renewal) and with cert-manager played by the fake API server
 // (the CertificateRequest's CSR and annotations).
 #include "issue/spiffe.h"
+#include "issue/volume_attributes.h"
 
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <gmock/gmock.h>
@@ -11,6 +12,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -50,6 +52,15 @@ std::map<std::string, std::string> PodContext(std::map<std::string, std::string>
                                                 {"csi.cert-manager.io/issuer-name", "local"}};
   for (auto& [key, value] : attributes) context[key] = value;
   return context;
+}
+
+// SPIFFE mode's rules with the local CA's settings (no issuer needed, no
+// key encipherment).
+AttributeRules Spiffe(std::string trust_domain = kTrustDomain) {
+  AttributeRules rules;
+  rules.spiffe.trust_domain = std::move(trust_domain);
+  rules.spiffe.issuer_required = false;
+  return rules;
 }
 
 // ---- trust domain and identity ---------------------------------------------------
@@ -108,7 +119,7 @@ TEST(SpiffeId, ValuesThatAreNotPathSegmentsAreRefused) {
 // ---- the spec --------------------------------------------------------------------
 
 TEST(SpiffeSpec, WithoutATrustDomainItIsParseAttributes) {
-  Result<CertificateSpec> spec = ParseVolumeAttributes(PodContext(), "");
+  Result<CertificateSpec> spec = ParseVolumeAttributes(PodContext(), {});
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   EXPECT_EQ(spec->key_algorithm, KeyAlgorithm::kRsa);
   EXPECT_TRUE(spec->uris.empty());
@@ -116,7 +127,7 @@ TEST(SpiffeSpec, WithoutATrustDomainItIsParseAttributes) {
 }
 
 TEST(SpiffeSpec, IsTheX509SvidOfThePodsServiceAccount) {
-  Result<CertificateSpec> spec = ParseVolumeAttributes(PodContext(), kTrustDomain);
+  Result<CertificateSpec> spec = ParseVolumeAttributes(PodContext(), Spiffe());
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   EXPECT_THAT(spec->uris, ElementsAre(kWebIdentity));
   EXPECT_TRUE(spec->dns_names.empty());
@@ -136,7 +147,7 @@ TEST(SpiffeSpec, IsTheX509SvidOfThePodsServiceAccount) {
 
 TEST(SpiffeSpec, AttributesThatChangeNothingTheSvidAssertsAreAllowed) {
   Result<CertificateSpec> spec =
-      ParseVolumeAttributes(PodContext({{"csi.cert-manager.io/duration", "2h"},
+      ParseVolumeAttributes(PodContext({{"csi.cert-manager.io/duration", "30m"},
                                         {"csi.cert-manager.io/renew-before", "30m"},
                                         {"csi.cert-manager.io/key-algorithm", "ecdsa"},
                                         {"csi.cert-manager.io/key-size", "256"},
@@ -146,10 +157,11 @@ TEST(SpiffeSpec, AttributesThatChangeNothingTheSvidAssertsAreAllowed) {
                                         {"csi.cert-manager.io/certificate-file", "svid.pem"},
                                         {"csi.cert-manager.io/common-name", ""},  // empty: not set
                                         {"team.example.com/owner", "payments"}}),
-                            kTrustDomain);
+                            Spiffe());
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-  EXPECT_EQ(spec->duration, std::chrono::hours(2));
+  EXPECT_EQ(spec->duration, std::chrono::minutes(30));
   EXPECT_EQ(spec->certificate_file, "svid.pem");
+  EXPECT_EQ(spec->fs_group, 2000u);
   EXPECT_EQ(spec->annotations.at("team.example.com/owner"), "payments");
   EXPECT_THAT(spec->uris, ElementsAre(kWebIdentity));
 }
@@ -172,10 +184,12 @@ TEST(SpiffeSpec, AttributesThatWouldChangeTheIdentityOrTheSvidAreRefusedNamingTh
       {"csi.cert-manager.io/reuse-private-key", "true"},
       {"csi.cert-manager.io/some-future-attribute", "x"},
       {"spiffe.csi.cert-manager.io/identity", "spiffe://example.org/ns/kube-system/sa/admin"},
-      {"spiffe.csi.cert-manager.io/fs-group", "2000"},
+      {"spiffe.csi.cert-manager.io/fs-group", "0"},
+      {"spiffe.csi.cert-manager.io/file-name-ca", "x.pem"},
+      {"csi.cert-manager.io/duration", "2h"},  // longer than the driver's 1h
   };
   for (const auto& [key, value] : hostile) {
-    Result<CertificateSpec> spec = ParseVolumeAttributes(PodContext({{key, value}}), kTrustDomain);
+    Result<CertificateSpec> spec = ParseVolumeAttributes(PodContext({{key, value}}), Spiffe());
     EXPECT_EQ(spec.status().code(), Code::kInvalidArgument) << key;
     EXPECT_THAT(spec.status().message(), StartsWith(key)) << key;
   }
@@ -183,7 +197,7 @@ TEST(SpiffeSpec, AttributesThatWouldChangeTheIdentityOrTheSvidAreRefusedNamingTh
   for (const auto& [key, value] : std::map<std::string, std::string>{
            {"csi.cert-manager.io/dns-names", "${POD_IP}.default.pod.cluster.local"},
            {"csi.cert-manager.io/ip-sans", "${POD_IPS}"}}) {
-    Result<CertificateSpec> spec = ParseVolumeAttributes(PodContext({{key, value}}), kTrustDomain);
+    Result<CertificateSpec> spec = ParseVolumeAttributes(PodContext({{key, value}}), Spiffe());
     EXPECT_EQ(spec.status().code(), Code::kInvalidArgument) << key;
     EXPECT_THAT(spec.status().message(), StartsWith(key)) << key;
   }
@@ -191,18 +205,18 @@ TEST(SpiffeSpec, AttributesThatWouldChangeTheIdentityOrTheSvidAreRefusedNamingTh
   Result<CertificateSpec> rsa =
       ParseVolumeAttributes(PodContext({{"csi.cert-manager.io/key-encoding", "PKCS1"},
                                         {"csi.cert-manager.io/key-algorithm", "RSA"}}),
-                            kTrustDomain);
+                            Spiffe());
   EXPECT_EQ(rsa.status().code(), Code::kInvalidArgument);
   EXPECT_THAT(rsa.status().message(), StartsWith("csi.cert-manager.io/key-algorithm"));
 }
 
 TEST(SpiffeSpec, KeySizeIsReadAsAnEcdsaSizeWithoutKeyAlgorithm) {
   Result<CertificateSpec> spec =
-      ParseVolumeAttributes(PodContext({{"csi.cert-manager.io/key-size", "256"}}), kTrustDomain);
+      ParseVolumeAttributes(PodContext({{"csi.cert-manager.io/key-size", "256"}}), Spiffe());
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   EXPECT_EQ(spec->key_algorithm, KeyAlgorithm::kEcdsa);
   Result<CertificateSpec> p384 =
-      ParseVolumeAttributes(PodContext({{"csi.cert-manager.io/key-size", "384"}}), kTrustDomain);
+      ParseVolumeAttributes(PodContext({{"csi.cert-manager.io/key-size", "384"}}), Spiffe());
   EXPECT_EQ(p384.status().code(), Code::kInvalidArgument);
   EXPECT_THAT(p384.status().message(), StartsWith("csi.cert-manager.io/key-size"));
 }
@@ -213,9 +227,161 @@ TEST(SpiffeSpec, TheIdentityComesFromKubeletsEntriesNotFromVariables) {
   auto context = PodContext();
   context["csi.storage.k8s.io/serviceAccount.name"] = "payments";
   context["csi.storage.k8s.io/pod.namespace"] = "billing";
-  Result<CertificateSpec> spec = ParseVolumeAttributes(context, "prod.example.org");
+  Result<CertificateSpec> spec = ParseVolumeAttributes(context, Spiffe("prod.example.org"));
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   EXPECT_THAT(spec->uris, ElementsAre("spiffe://prod.example.org/ns/billing/sa/payments"));
+}
+
+TEST(SpiffeSpec, APodSpecWithNoAttributesIsTheSvidWithTheDriversSettings) {
+  std::map<std::string, std::string> context = PodContext();
+  context.erase("csi.cert-manager.io/issuer-name");
+  AttributeRules rules = Spiffe();
+  rules.spiffe.issuer = {"spiffe-ca", "ClusterIssuer", "cert-manager.io"};
+  rules.spiffe.issuer_required = true;
+  rules.spiffe.duration = std::chrono::minutes(45);
+  rules.spiffe.certificate_file = "svid.pem";
+  rules.spiffe.private_key_file = "svid_key.pem";
+  rules.spiffe.ca_file = "bundle.pem";
+  Result<CertificateSpec> spec = ParseVolumeAttributes(context, rules);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->issuer.name, "spiffe-ca");
+  EXPECT_EQ(spec->issuer.kind, "ClusterIssuer");
+  EXPECT_EQ(spec->issuer.group, "cert-manager.io");
+  EXPECT_EQ(spec->duration, std::chrono::minutes(45));
+  EXPECT_EQ(spec->certificate_file, "svid.pem");
+  EXPECT_EQ(spec->private_key_file, "svid_key.pem");
+  EXPECT_EQ(spec->ca_file, "bundle.pem");
+  EXPECT_FALSE(spec->fs_group.has_value());
+  EXPECT_THAT(spec->uris, ElementsAre(kWebIdentity));
+  EXPECT_EQ(
+      spec->annotations,
+      (std::map<std::string, std::string>{{"spiffe.csi.cert-manager.io/identity", kWebIdentity}}));
+}
+
+TEST(SpiffeSpec, ThePodMayRepeatTheDriversIssuerButNotNameAnother) {
+  AttributeRules rules = Spiffe();
+  rules.spiffe.issuer = {"spiffe-ca", "ClusterIssuer", "cert-manager.io"};
+  rules.spiffe.issuer_required = true;
+  Result<CertificateSpec> same =
+      ParseVolumeAttributes(PodContext({{"csi.cert-manager.io/issuer-name", "spiffe-ca"},
+                                        {"csi.cert-manager.io/issuer-kind", "ClusterIssuer"}}),
+                            rules);
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  for (const auto& [key, value] :
+       std::map<std::string, std::string>{{"csi.cert-manager.io/issuer-name", "other-ca"},
+                                          {"csi.cert-manager.io/issuer-kind", "Issuer"},
+                                          {"csi.cert-manager.io/issuer-group", "example.org"}}) {
+    std::map<std::string, std::string> context = PodContext({{key, value}});
+    if (key != "csi.cert-manager.io/issuer-name") context.erase("csi.cert-manager.io/issuer-name");
+    Result<CertificateSpec> spec = ParseVolumeAttributes(context, rules);
+    EXPECT_EQ(spec.status().code(), Code::kInvalidArgument) << key;
+    EXPECT_THAT(spec.status().message(), StartsWith(key)) << key;
+    EXPECT_THAT(spec.status().message(), HasSubstr("spiffe-ca")) << key;
+  }
+}
+
+TEST(SpiffeSpec, CertManagerWithoutAnIssuerAnywhereIsRefusedNamingTheFlag) {
+  std::map<std::string, std::string> context = PodContext();
+  context.erase("csi.cert-manager.io/issuer-name");
+  AttributeRules rules = Spiffe();
+  rules.spiffe.issuer_required = true;
+  Result<CertificateSpec> spec = ParseVolumeAttributes(context, rules);
+  EXPECT_EQ(spec.status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(spec.status().message(), StartsWith("csi.cert-manager.io/issuer-name"));
+  EXPECT_THAT(spec.status().message(), HasSubstr("--spiffe-issuer-name"));
+  // Without a driver issuer the pod's own is used, as before.
+  context["csi.cert-manager.io/issuer-name"] = "team-ca";
+  context["csi.cert-manager.io/issuer-kind"] = "Issuer";
+  Result<CertificateSpec> own = ParseVolumeAttributes(context, rules);
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  EXPECT_EQ(own->issuer.name, "team-ca");
+  EXPECT_EQ(own->issuer.kind, "Issuer");
+}
+
+TEST(SpiffeSpec, AShorterDurationIsAllowedALongerOneIsNot) {
+  AttributeRules rules = Spiffe();
+  rules.spiffe.duration = std::chrono::hours(2);
+  Result<CertificateSpec> equal =
+      ParseVolumeAttributes(PodContext({{"csi.cert-manager.io/duration", "120m"}}), rules);
+  ASSERT_TRUE(equal.ok()) << equal.status().ToString();
+  EXPECT_EQ(equal->duration, std::chrono::hours(2));
+  Result<CertificateSpec> longer =
+      ParseVolumeAttributes(PodContext({{"csi.cert-manager.io/duration", "2h0m1s"}}), rules);
+  EXPECT_EQ(longer.status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(longer.status().message(), StartsWith("csi.cert-manager.io/duration"));
+  EXPECT_THAT(longer.status().message(), HasSubstr("--spiffe-certificate-duration"));
+  Result<CertificateSpec> garbage =
+      ParseVolumeAttributes(PodContext({{"csi.cert-manager.io/duration", "soon"}}), rules);
+  EXPECT_EQ(garbage.status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(garbage.status().message(), StartsWith("csi.cert-manager.io/duration"));
+}
+
+TEST(SpiffeSpec, FsGroupIsReadAsCsiDriverSpiffeReadsIt) {
+  for (const auto& [text, group] :
+       std::vector<std::pair<std::string, uint32_t>>{{"2000", 2000},
+                                                     {"+2000", 2000},
+                                                     {"0002000", 2000},
+                                                     {"1", 1},
+                                                     {"4294967294", 4294967294u}}) {
+    Result<CertificateSpec> spec = ParseVolumeAttributes(
+        PodContext({{"spiffe.csi.cert-manager.io/fs-group", text}}), Spiffe());
+    ASSERT_TRUE(spec.ok()) << text << ": " << spec.status().ToString();
+    EXPECT_EQ(spec->fs_group, group) << text;
+    EXPECT_EQ(spec->annotations.count("spiffe.csi.cert-manager.io/fs-group"), 0u) << text;
+  }
+  for (const std::string text : {"", "0", "-0", "-5", "abc", "1.5", " 5", "5 ", "0x10", "1_000",
+                                 "4294967295", "4294967296", "99999999999999999999999"}) {
+    Result<CertificateSpec> spec = ParseVolumeAttributes(
+        PodContext({{"spiffe.csi.cert-manager.io/fs-group", text}}), Spiffe());
+    EXPECT_EQ(spec.status().code(), Code::kInvalidArgument) << "\"" << text << "\"";
+    EXPECT_THAT(spec.status().message(), StartsWith("spiffe.csi.cert-manager.io/fs-group")) << text;
+  }
+  Result<CertificateSpec> both_same =
+      ParseVolumeAttributes(PodContext({{"spiffe.csi.cert-manager.io/fs-group", "2000"},
+                                        {"csi.cert-manager.io/fs-group", "2000"}}),
+                            Spiffe());
+  ASSERT_TRUE(both_same.ok()) << both_same.status().ToString();
+  Result<CertificateSpec> both_differ =
+      ParseVolumeAttributes(PodContext({{"spiffe.csi.cert-manager.io/fs-group", "2000"},
+                                        {"csi.cert-manager.io/fs-group", "3000"}}),
+                            Spiffe());
+  EXPECT_EQ(both_differ.status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(both_differ.status().message(), StartsWith("csi.cert-manager.io/fs-group"));
+}
+
+TEST(SpiffeSpec, CertManagerModeAsksForCsiDriverSpiffesFourUsages) {
+  AttributeRules rules = Spiffe();
+  rules.spiffe.key_encipherment = true;
+  Result<CertificateSpec> spec = ParseVolumeAttributes(PodContext(), rules);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_THAT(spec->usages,
+              ElementsAre("digital signature", "key encipherment", "server auth", "client auth"));
+}
+
+TEST(SpiffeSettingsCheck, SettingsThatCannotMakeAVolumeAreRefusedNamingTheAttribute) {
+  SpiffeSettings settings;
+  settings.trust_domain = kTrustDomain;
+  EXPECT_TRUE(CheckSpiffeSettings(settings).ok());
+  SpiffeSettings same_names = settings;
+  same_names.ca_file = "tls.crt";
+  EXPECT_EQ(CheckSpiffeSettings(same_names).code(), Code::kInvalidArgument);
+  SpiffeSettings bad_name = settings;
+  bad_name.private_key_file = "../key.pem";
+  Status bad = CheckSpiffeSettings(bad_name);
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument);
+  EXPECT_THAT(bad.message(), StartsWith("csi.cert-manager.io/privatekey-file"));
+}
+
+TEST(SpiffeSettingsCheck, CertmountdRefusesBadSpiffeFlagsAtStartExitTwo) {
+  for (const std::string flag : {"--spiffe-file-name-ca=tls.crt", "--spiffe-file-name-key=a/b",
+                                 "--spiffe-certificate-duration=soon"}) {
+    TempDir dir;
+    ProcessResult r = RunProcess({CERTMOUNTD_PATH, "--node-id=n", "--data-root=" + dir.Sub("data"),
+                                  std::string("--spiffe-trust-domain=") + kTrustDomain, flag});
+    EXPECT_EQ(r.exit_code, 2) << flag << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("--spiffe-")) << flag;
+    EXPECT_FALSE(fs::exists(dir.Sub("data") + "/state.db")) << flag;
+  }
 }
 
 // ---- the real certmountd with the local CA -----------------------------------------
@@ -280,7 +446,9 @@ bool ExtensionIsCritical(const std::string& path, int nid) {
 }
 
 // What every SVID this driver issues to KubeletPublishRequest's pod must be.
-void ExpectWebSvid(const std::string& dir, const std::string& ca_file = "ca.crt") {
+// With `key_encipherment` (cert-manager mode) the key usage has that bit
+// too, as csi-driver-spiffe's requests ask.
+void ExpectWebSvid(const std::string& dir, bool key_encipherment = false) {
   InspectedCertificate cert = InspectCertificateFile(dir + "/tls.crt");
   ASSERT_TRUE(cert.parsed) << dir;
   EXPECT_THAT(cert.uris, ElementsAre(kWebIdentity));
@@ -292,12 +460,12 @@ void ExpectWebSvid(const std::string& dir, const std::string& ca_file = "ca.crt"
   EXPECT_EQ(cert.public_key_type, "EC");
   EXPECT_EQ(cert.public_key_bits, 256);
   EXPECT_EQ(cert.key_usage_bits & kDigitalSignatureBit, kDigitalSignatureBit);
-  EXPECT_EQ(cert.key_usage_bits & kKeyEnciphermentBit, 0u);
+  EXPECT_EQ(cert.key_usage_bits & kKeyEnciphermentBit, key_encipherment ? kKeyEnciphermentBit : 0u);
   EXPECT_THAT(cert.extended_key_usages, UnorderedElementsAre("serverAuth", "clientAuth"));
   // X.509-SVID 3.1 and 4.3: with no subject the SAN is critical; key usage always is.
   EXPECT_TRUE(ExtensionIsCritical(dir + "/tls.crt", NID_subject_alt_name));
   EXPECT_TRUE(ExtensionIsCritical(dir + "/tls.crt", NID_key_usage));
-  EXPECT_EQ(VerifyChainAt(dir + "/tls.crt", dir + "/" + ca_file, cert.not_before), "");
+  EXPECT_EQ(VerifyChainAt(dir + "/tls.crt", dir + "/ca.crt", cert.not_before), "");
   EXPECT_TRUE(KeyMatchesCertificate(dir + "/tls.key", dir + "/tls.crt"));
   EXPECT_EQ(PemLabel(dir + "/tls.key"), "PRIVATE KEY");  // PKCS#8
 }
@@ -402,6 +570,84 @@ TEST_F(SpiffeDaemonTest, RenewalKeepsTheIdentity) {
   ExpectWebSvid(renewed_dir);
 }
 
+// csi-driver-spiffe's README pod spec: driver spiffe.csi.cert-manager.io,
+// readOnly, no volumeAttributes; and its fs-group example.
+class SpiffeDropInTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CERTMOUNT_REQUIRE_ROOT();
+    daemon_ = std::make_unique<Daemon>(dir_.path().string());
+    ASSERT_TRUE(daemon_->Start({"--driver-name=spiffe.csi.cert-manager.io",
+                                std::string("--spiffe-trust-domain=") + kTrustDomain}))
+        << daemon_->log();
+  }
+
+  grpc::Status Publish(const std::string& volume_id, const std::string& target,
+                       const std::map<std::string, std::string>& attributes) {
+    csi::v1::NodePublishVolumeRequest request =
+        KubeletPublishRequest(volume_id, target, attributes);
+    csi::v1::NodePublishVolumeResponse response;
+    return daemon_->node().NodePublishVolume(CallContext().get(), request, &response);
+  }
+
+  csi::v1::VolumeCondition Condition(const std::string& volume_id, const std::string& target) {
+    csi::v1::NodeGetVolumeStatsRequest stats;
+    stats.set_volume_id(volume_id);
+    stats.set_volume_path(target);
+    csi::v1::NodeGetVolumeStatsResponse response;
+    grpc::Status got = daemon_->node().NodeGetVolumeStats(CallContext().get(), stats, &response);
+    EXPECT_TRUE(got.ok()) << got.error_message();
+    return response.volume_condition();
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+TEST_F(SpiffeDropInTest, TheReadmePodSpecPublishesWithNoAttributes) {
+  csi::v1::GetPluginInfoResponse info;
+  ASSERT_TRUE(daemon_->identity().GetPluginInfo(CallContext().get(), {}, &info).ok());
+  EXPECT_EQ(info.name(), "spiffe.csi.cert-manager.io");
+  const std::string target = daemon_->PodTarget("pod-readme");
+  grpc::Status status = Publish("csi-readme", target, {});
+  ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << daemon_->log();
+  ExpectWebSvid(target);
+  struct stat key {};
+  ASSERT_EQ(stat((target + "/tls.key").c_str(), &key), 0);
+  EXPECT_EQ(key.st_mode & 07777, 0600u);
+  EXPECT_FALSE(Condition("csi-readme", target).abnormal());
+}
+
+TEST_F(SpiffeDropInTest, FsGroupAttributeGivesTheFilesThatGroup) {
+  const std::string target = daemon_->PodTarget("pod-fsgroup");
+  grpc::Status status =
+      Publish("csi-fsgroup", target, {{"spiffe.csi.cert-manager.io/fs-group", "456"}});
+  ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << daemon_->log();
+  ExpectWebSvid(target);
+  for (const char* file : {"tls.key", "tls.crt", "ca.crt"}) {
+    struct stat st {};
+    ASSERT_EQ(stat((target + "/" + file).c_str(), &st), 0) << file;
+    EXPECT_EQ(st.st_gid, 456u) << file;
+  }
+  struct stat key {};
+  ASSERT_EQ(stat((target + "/tls.key").c_str(), &key), 0);
+  EXPECT_EQ(key.st_mode & 07777, 0640u);
+  grpc::Status zero = Publish("csi-fsgroup-0", daemon_->PodTarget("pod-fsgroup-0"),
+                              {{"spiffe.csi.cert-manager.io/fs-group", "0"}});
+  EXPECT_EQ(zero.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(zero.error_message(), StartsWith("spiffe.csi.cert-manager.io/fs-group"));
+}
+
+TEST_F(SpiffeDropInTest, VolumeStatsParseWithTheSpiffeRules) {
+  // key-size 256 is an ECDSA size only under the SPIFFE rules; the
+  // csi-driver rules read it as an RSA size and refuse it.
+  const std::string target = daemon_->PodTarget("pod-stats");
+  grpc::Status status = Publish("csi-stats", target, {{"csi.cert-manager.io/key-size", "256"}});
+  ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << daemon_->log();
+  csi::v1::VolumeCondition condition = Condition("csi-stats", target);
+  EXPECT_FALSE(condition.abnormal()) << condition.message();
+}
+
 // ---- cert-manager ------------------------------------------------------------------
 
 TEST(SpiffeCertManager, RequestCarriesTheIdentityInItsCsrAndAnnotation) {
@@ -432,7 +678,8 @@ TEST(SpiffeCertManager, RequestCarriesTheIdentityInItsCsrAndAnnotation) {
             json({{"spiffe.csi.cert-manager.io/identity", kWebIdentity}}));
   EXPECT_EQ(body["spec"]["duration"], "1h0m0s");
   EXPECT_EQ(body["spec"]["isCA"], false);
-  EXPECT_EQ(body["spec"]["usages"], json({"digital signature", "server auth", "client auth"}));
+  EXPECT_EQ(body["spec"]["usages"],
+            json({"digital signature", "key encipherment", "server auth", "client auth"}));
   EXPECT_EQ(body["spec"]["issuerRef"],
             json({{"name", "spiffe-ca"}, {"kind", "ClusterIssuer"}, {"group", "cert-manager.io"}}));
 
@@ -448,7 +695,7 @@ TEST(SpiffeCertManager, RequestCarriesTheIdentityInItsCsrAndAnnotation) {
   EXPECT_EQ(inspected.key_bits, 256);
 
   ASSERT_TRUE(IsMountPoint(target));
-  ExpectWebSvid(target);
+  ExpectWebSvid(target, /*key_encipherment=*/true);
 }
 
 }  // namespace

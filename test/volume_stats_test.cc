@@ -10,6 +10,7 @@
 #include "csi/node_service.h"
 #include "issue/attributes.h"
 #include "issue/local_ca.h"
+#include "issue/volume_attributes.h"
 #include "renew/volume_health.h"
 #include "support/fake_clock.h"
 #include "support/store_test_access.h"
@@ -36,8 +37,8 @@ class VolumeStatsTest : public ::testing::Test {
     auto store = Store::Open(dir_.Sub("state.db"), clock_);
     ASSERT_TRUE(store.ok());
     store_ = std::move(*store);
-    health_ =
-        std::make_unique<VolumeHealthChecker>(data_root_, store_.get(), Env::Default(), &clock_);
+    health_ = std::make_unique<VolumeHealthChecker>(data_root_, AttributeRules{}, store_.get(),
+                                                    Env::Default(), &clock_);
     service_ = std::make_unique<NodeService>("node", nullptr, health_.get());
   }
 
@@ -52,7 +53,7 @@ class VolumeStatsTest : public ::testing::Test {
                          {"csi.cert-manager.io/duration", "1h"}};
     EXPECT_TRUE(StoreTestAccess(*store_).RegisterVolume(record).ok());
     EXPECT_TRUE(Env::Default()->CreateDirectories(layout.data, 0700).ok());
-    auto spec = ParseAttributes(record.attributes);
+    auto spec = ParseVolumeAttributes(record.attributes, {});
     IssuanceRequest request;
     request.volume_id = id;
     request.spec = &*spec;

@@ -14,7 +14,7 @@
 #include "common/logging.h"
 #include "csi/endpoint.h"
 #include "issue/go_duration.h"
-#include "issue/spiffe.h"
+#include "issue/volume_attributes.h"
 
 namespace certmount {
 namespace {
@@ -51,6 +51,15 @@ struct Flags {
   bool use_token_request = false;
   int max_requests_per_volume = 1;
   std::string spiffe_trust_domain;  // empty: SPIFFE mode off
+  // SPIFFE mode's driver-level settings, named and defaulted as
+  // csi-driver-spiffe's flags (without the spiffe- prefix).
+  std::string spiffe_issuer_name;  // empty: the pod's issuer-* attributes
+  std::string spiffe_issuer_kind = "ClusterIssuer";
+  std::string spiffe_issuer_group = "cert-manager.io";
+  std::string spiffe_certificate_duration = "1h";
+  std::string spiffe_file_name_certificate = "tls.crt";
+  std::string spiffe_file_name_key = "tls.key";
+  std::string spiffe_file_name_ca = "ca.crt";
 };
 
 void AddNodeFlags(CLI::App& app, Flags& flags) {
@@ -94,6 +103,26 @@ void AddIssuerFlags(CLI::App& app, Flags& flags) {
   app.add_option("--spiffe-trust-domain", flags.spiffe_trust_domain,
                  "SPIFFE mode: every certificate is the pod's X.509-SVID "
                  "spiffe://<domain>/ns/<namespace>/sa/<service account> (docs/attributes.md)");
+  app.add_option("--spiffe-issuer-name", flags.spiffe_issuer_name,
+                 "SPIFFE mode: the issuer of every volume (empty: the pod's issuer-* attributes)");
+  app.add_option("--spiffe-issuer-kind", flags.spiffe_issuer_kind,
+                 "SPIFFE mode: the kind of --spiffe-issuer-name")
+      ->capture_default_str();
+  app.add_option("--spiffe-issuer-group", flags.spiffe_issuer_group,
+                 "SPIFFE mode: the API group of --spiffe-issuer-name")
+      ->capture_default_str();
+  app.add_option("--spiffe-certificate-duration", flags.spiffe_certificate_duration,
+                 "SPIFFE mode: the lifetime asked for; a pod may ask for less, not more")
+      ->capture_default_str();
+  app.add_option("--spiffe-file-name-certificate", flags.spiffe_file_name_certificate,
+                 "SPIFFE mode: the certificate file, unless the pod names another")
+      ->capture_default_str();
+  app.add_option("--spiffe-file-name-key", flags.spiffe_file_name_key,
+                 "SPIFFE mode: the private key file, unless the pod names another")
+      ->capture_default_str();
+  app.add_option("--spiffe-file-name-ca", flags.spiffe_file_name_ca,
+                 "SPIFFE mode: the CA file, unless the pod names another")
+      ->capture_default_str();
   app.add_option("--ca-cert", flags.ca_cert, "local CA certificate PEM (default: generated)");
   app.add_option("--ca-key", flags.ca_key, "local CA private key PEM");
   app.add_option("--ca-bundle", flags.ca_bundle,
@@ -215,6 +244,27 @@ bool ParseIssuerAndMetrics(const Flags& flags, NodeOptions& options) {
   return true;
 }
 
+// The SPIFFE flags; each is checked only with --spiffe-trust-domain.
+bool ParseSpiffeSettings(const Flags& flags, NodeOptions& options) {
+  if (flags.spiffe_trust_domain.empty()) return true;
+  Status domain = ValidateSpiffeTrustDomain(flags.spiffe_trust_domain);
+  if (!domain.ok()) return UsageError("--spiffe-trust-domain: " + domain.message());
+  Result<std::chrono::nanoseconds> duration = ParseGoDuration(flags.spiffe_certificate_duration);
+  if (!duration.ok()) {
+    return UsageError("--spiffe-certificate-duration: " + duration.status().message());
+  }
+  SpiffeSettings& spiffe = options.spiffe;
+  spiffe.trust_domain = flags.spiffe_trust_domain;
+  spiffe.issuer = {flags.spiffe_issuer_name, flags.spiffe_issuer_kind, flags.spiffe_issuer_group};
+  spiffe.duration = *duration;
+  spiffe.certificate_file = flags.spiffe_file_name_certificate;
+  spiffe.private_key_file = flags.spiffe_file_name_key;
+  spiffe.ca_file = flags.spiffe_file_name_ca;
+  Status usable = CheckSpiffeSettings(spiffe);
+  if (!usable.ok()) return UsageError("--spiffe-*: " + usable.message());
+  return true;
+}
+
 // NodeOptions from the flags, or nullopt after printing the usage error.
 // Flags that need no parsing are copied as they are.
 std::optional<NodeOptions> ToNodeOptions(const Flags& flags) {
@@ -241,14 +291,7 @@ std::optional<NodeOptions> ToNodeOptions(const Flags& flags) {
   options.kube_api_qps = flags.kube_api_qps;
   options.kube_api_burst = flags.kube_api_burst;
   options.use_token_request = flags.use_token_request;
-  if (!flags.spiffe_trust_domain.empty()) {
-    Status domain = ValidateSpiffeTrustDomain(flags.spiffe_trust_domain);
-    if (!domain.ok()) {
-      UsageError("--spiffe-trust-domain: " + domain.message());
-      return std::nullopt;
-    }
-    options.spiffe_trust_domain = flags.spiffe_trust_domain;
-  }
+  if (!ParseSpiffeSettings(flags, options)) return std::nullopt;
   options.max_requests_per_volume = flags.max_requests_per_volume;
   options.mount_tmpfs = flags.mount_tmpfs;
   options.history_limit = flags.history_limit;

@@ -6,6 +6,7 @@
 // spellings organizational-units, street-addresses, postal-codes and
 // serial-number of csi-driver's keys.
 #include "issue/attributes.h"
+#include "issue/csi_driver_parser.h"
 
 #include <arpa/inet.h>
 

@@ -1,7 +1,8 @@
-// Turns a pod's inline CSI volume attributes (the NodePublishVolume volume
-// context) into a validated CertificateSpec. The attribute names follow
-// cert-manager's csi-driver so pod specs written for it work unchanged; see
-// attributes.cc for the full list and for where this driver is stricter.
+// The names and helpers of a pod's inline CSI volume attributes (the
+// NodePublishVolume volume context). The attribute names follow cert-manager's
+// csi-driver so pod specs written for it work unchanged; see attributes.cc
+// for the full list and for where this driver is stricter. Parsing has one
+// entry point: ParseVolumeAttributes (volume_attributes.h).
 #pragma once
 
 #include <array>
@@ -49,12 +50,6 @@ inline constexpr std::size_t kMaxPodAddressText = 39;
 // The pod's identity from kubelet's entries; missing entries stay empty.
 PodInfo PodInfoFromContext(const std::map<std::string, std::string>& volume_context);
 
-// Validates every csi.cert-manager.io/ attribute, applies csi-driver's
-// defaults, expands ${POD_NAME}-style variables from kubelet's entries and
-// copies attributes of other domains into `annotations`. Any problem is
-// INVALID_ARGUMENT whose message starts with the offending attribute key.
-Result<CertificateSpec> ParseAttributes(const std::map<std::string, std::string>& volume_context);
-
 // How CertificateSpec::pod_ip_dns_names writes a reference to the pod's
 // first address and to each of its addresses.
 inline constexpr std::string_view kPodIpMarker = "${POD_IP}";
@@ -99,7 +94,7 @@ std::map<std::string, std::string> StorableAttributes(
 // the token.
 Result<std::string> ServiceAccountToken(const std::map<std::string, std::string>& volume_context);
 
-// The attributes StorableAttributes leaves out that ParseAttributes needs
+// The attributes StorableAttributes leaves out that parsing needs
 // again on renewal (the pkcs12 and keystore-jks passwords), to be kept on
 // the tmpfs.
 std::map<std::string, std::string> SecretAttributes(

@@ -8,6 +8,7 @@
 
 #include "common/logging.h"
 #include "issue/attributes.h"
+#include "issue/go_duration.h"
 
 namespace certmount {
 namespace {
@@ -17,7 +18,6 @@ using namespace std::string_view_literals;
 constexpr std::string_view kSpiffePrefix = "spiffe.csi.cert-manager.io/";
 constexpr size_t kMaxTrustDomainLength = 255;  // SPIFFE ID spec, section 2.1
 constexpr size_t kMaxSpiffeIdLength = 2048;    // SPIFFE ID spec, section 2.3
-constexpr std::chrono::hours kDefaultDuration{1};
 
 // csi.cert-manager.io/ attributes that choose the signer, the lifetime, file
 // names, the group and extra keystores: none of them changes what the
@@ -107,24 +107,128 @@ std::string KeyInMessage(std::string_view key) {
 }
 
 // Refuses what a pod may not set in SPIFFE mode; empty values mean "not set",
-// as in ParseAttributes.
+// as in the csi-driver parser. csi-driver-spiffe's fs-group is read by
+// SpiffeFsGroup.
 Status CheckSpiffeAttributes(const std::map<std::string, std::string>& volume_context) {
   for (const auto& [key, value] : volume_context) {
-    if (value.empty()) continue;
     std::string_view k = key;
-    if (k.starts_with(kSpiffePrefix)) {
+    if (k.starts_with(kSpiffePrefix) && k != kSpiffeFsGroupAttribute) {
       return Status::InvalidArgument(
           KeyInMessage(key) +
-          ": spiffe.csi.cert-manager.io/ keys are the driver's (the identity annotation); use "
-          "csi.cert-manager.io/fs-group for the files' group");
+          ": the only spiffe.csi.cert-manager.io/ attribute is fs-group; the others are the "
+          "driver's (the identity annotation)");
     }
-    if (!k.starts_with(kAttributePrefix)) continue;
+    if (value.empty() || !k.starts_with(kAttributePrefix)) continue;
     if (std::optional<std::string> reason =
             RefusalReason(k.substr(kAttributePrefix.size()), value)) {
       return Status::InvalidArgument(KeyInMessage(key) +
                                      ": not allowed with --spiffe-trust-domain: " + *reason);
     }
   }
+  return Status::Ok();
+}
+
+// spiffe.csi.cert-manager.io/fs-group read as csi-driver-spiffe reads it: a
+// base-10 integer with an optional sign (leading zeros allowed, as Go's
+// strconv.ParseInt), present means set (an empty value is refused), and
+// greater than 0. csi-driver-spiffe also takes 4294967295, which chown reads
+// as "leave the group": refused here, since the pod would silently get no
+// group.
+Result<uint32_t> SpiffeFsGroup(std::string_view text) {
+  auto invalid = [&](std::string_view why) {
+    return Status::InvalidArgument(std::string(kSpiffeFsGroupAttribute) + ": " +
+                                   QuoteUserValue(text) + " " + std::string(why));
+  };
+  std::string_view digits = text;
+  const bool negative = !digits.empty() && digits.front() == '-';
+  if (!digits.empty() && (digits.front() == '+' || digits.front() == '-')) digits.remove_prefix(1);
+  if (digits.empty() ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return invalid("must be a valid integer");
+  }
+  while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
+  uint64_t value = 0;
+  if (digits.size() <= 10) {
+    for (char c : digits) value = value * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (negative || value == 0) return invalid("must be greater than 0");
+  if (digits.size() > 10 || value >= 4294967295u) {
+    return invalid("must be a group ID below 4294967295");
+  }
+  return static_cast<uint32_t>(value);
+}
+
+// The pod's value of csi.cert-manager.io/<name>; empty when not set.
+std::string PodValue(const std::map<std::string, std::string>& context, std::string_view name) {
+  auto it = context.find(std::string(kAttributePrefix) + std::string(name));
+  return it == context.end() ? std::string() : it->second;
+}
+
+// Fills the issuer into `context`: the driver's when it names one (a pod's
+// issuer-* must then be absent or equal), else the pod's own.
+Status FillIssuer(const SpiffeSettings& settings, std::map<std::string, std::string>& context) {
+  const std::pair<std::string_view, const std::string*> fields[] = {
+      {"issuer-name", &settings.issuer.name},
+      {"issuer-kind", &settings.issuer.kind},
+      {"issuer-group", &settings.issuer.group}};
+  if (settings.issuer.name.empty()) {
+    if (!PodValue(context, "issuer-name").empty()) return Status::Ok();
+    if (settings.issuer_required) {
+      return Status::InvalidArgument(
+          "csi.cert-manager.io/issuer-name: required attribute is missing: name the issuer on "
+          "the driver (--spiffe-issuer-name) or in the pod");
+    }
+    // The local CA signs every request itself; the name is never used.
+    context[std::string(kAttributePrefix) + "issuer-name"] = "local-ca";
+    return Status::Ok();
+  }
+  for (const auto& [name, value] : fields) {
+    const std::string pod = PodValue(context, name);
+    if (!pod.empty() && pod != *value) {
+      return Status::InvalidArgument(
+          std::string(kAttributePrefix) + std::string(name) + ": " + QuoteUserValue(pod) +
+          " differs from the driver's SPIFFE issuer, " + settings.issuer.kind + " \"" +
+          settings.issuer.name + "\" of " + settings.issuer.group +
+          " (--spiffe-issuer-name, -kind, -group), which every SPIFFE volume uses");
+    }
+    context[std::string(kAttributePrefix) + std::string(name)] = *value;
+  }
+  return Status::Ok();
+}
+
+// Fills the lifetime: the pod's, when it is not longer than the driver's,
+// else the driver's. A pod value that does not parse is left for the
+// csi-driver parser to refuse with its own message.
+Status FillDuration(const SpiffeSettings& settings, std::map<std::string, std::string>& context) {
+  const std::string pod = PodValue(context, "duration");
+  if (pod.empty()) {
+    context[std::string(kAttributePrefix) + "duration"] = FormatGoDuration(settings.duration);
+    return Status::Ok();
+  }
+  Result<std::chrono::nanoseconds> asked = ParseGoDuration(pod);
+  if (asked.ok() && *asked > settings.duration) {
+    return Status::InvalidArgument(
+        std::string(kAttributePrefix) + "duration: " + QuoteUserValue(pod) +
+        " is longer than the driver's " + FormatGoDuration(settings.duration) +
+        " (--spiffe-certificate-duration)");
+  }
+  return Status::Ok();
+}
+
+// Moves spiffe.csi.cert-manager.io/fs-group to csi.cert-manager.io/fs-group,
+// which must then be absent or the same group.
+Status FillFsGroup(std::map<std::string, std::string>& context) {
+  auto spiffe = context.find(std::string(kSpiffeFsGroupAttribute));
+  if (spiffe == context.end()) return Status::Ok();
+  CERTMOUNT_ASSIGN_OR_RETURN(uint32_t group, SpiffeFsGroup(spiffe->second));
+  context.erase(spiffe);
+  std::string& csi = context[std::string(kAttributePrefix) + "fs-group"];
+  if (!csi.empty() && csi != std::to_string(group)) {
+    return Status::InvalidArgument(
+        std::string(kAttributePrefix) + "fs-group: " + QuoteUserValue(csi) +
+        " names another group than " + std::string(kSpiffeFsGroupAttribute) + "; set only one");
+  }
+  csi = std::to_string(group);
   return Status::Ok();
 }
 
@@ -179,22 +283,35 @@ Result<std::string> SpiffeIdForPod(std::string_view trust_domain, const PodInfo&
   return id;
 }
 
-Result<CertificateSpec> ParseVolumeAttributes(
-    const std::map<std::string, std::string>& volume_context,
-    std::string_view spiffe_trust_domain) {
-  if (spiffe_trust_domain.empty()) return ParseAttributes(volume_context);
+Result<std::map<std::string, std::string>> SpiffeAttributeContext(
+    const std::map<std::string, std::string>& volume_context, const SpiffeSettings& settings) {
+  CERTMOUNT_RETURN_IF_ERROR(CheckSpiffeAttributes(volume_context));
+  std::map<std::string, std::string> context = volume_context;
   // The key is ECDSA here, so key-size is read as an ECDSA size even when
   // the pod does not name the algorithm (csi-driver's default is RSA).
-  std::map<std::string, std::string> context = volume_context;
   std::string& algorithm = context[std::string(kAttributePrefix) + "key-algorithm"];
   if (algorithm.empty()) algorithm = "ECDSA";
-  CERTMOUNT_ASSIGN_OR_RETURN(CertificateSpec spec, ParseAttributes(context));
-  CERTMOUNT_RETURN_IF_ERROR(CheckSpiffeAttributes(volume_context));
+  CERTMOUNT_RETURN_IF_ERROR(FillIssuer(settings, context));
+  CERTMOUNT_RETURN_IF_ERROR(FillDuration(settings, context));
+  CERTMOUNT_RETURN_IF_ERROR(FillFsGroup(context));
+  const std::pair<std::string_view, const std::string*> files[] = {
+      {"certificate-file", &settings.certificate_file},
+      {"privatekey-file", &settings.private_key_file},
+      {"ca-file", &settings.ca_file}};
+  for (const auto& [name, value] : files) {
+    std::string& file = context[std::string(kAttributePrefix) + std::string(name)];
+    if (file.empty()) file = *value;
+  }
+  return context;
+}
+
+Status MakeSvid(const std::map<std::string, std::string>& volume_context,
+                const SpiffeSettings& settings, CertificateSpec& spec) {
   CERTMOUNT_ASSIGN_OR_RETURN(
-      std::string id, SpiffeIdForPod(spiffe_trust_domain, PodInfoFromContext(volume_context)));
+      std::string id, SpiffeIdForPod(settings.trust_domain, PodInfoFromContext(volume_context)));
   // The attribute checks leave these at their defaults or at the SVID's
   // values already; set all of them anyway, so the SVID never depends on
-  // ParseAttributes' defaults.
+  // the csi-driver parser's defaults.
   spec.subject = Subject{};
   spec.literal_subject.clear();
   spec.dns_names.clear();
@@ -206,16 +323,13 @@ Result<CertificateSpec> ParseVolumeAttributes(
   spec.uris = {id};
   spec.is_ca = false;
   spec.usages = {"digital signature", "server auth", "client auth"};
+  if (settings.key_encipherment) spec.usages.insert(spec.usages.begin() + 1, "key encipherment");
   spec.key_algorithm = KeyAlgorithm::kEcdsa;
   spec.key_size = 256;
   spec.key_encoding = KeyEncoding::kPkcs8;
   spec.reuse_private_key = false;
-  auto duration = volume_context.find(std::string(kAttributePrefix) + "duration");
-  if (duration == volume_context.end() || duration->second.empty()) {
-    spec.duration = kDefaultDuration;
-  }
   spec.annotations[std::string(kSpiffeIdentityAnnotation)] = id;
-  return spec;
+  return Status::Ok();
 }
 
 }  // namespace certmount

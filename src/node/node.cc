@@ -91,6 +91,18 @@ Status Failed(const char* what, const Status& status) {
   return status;
 }
 
+// The rules every reader of a volume's attributes applies. A cert-manager
+// issuer needs a name, and csi-driver-spiffe's approver requires its usage
+// set, key encipherment included; the local CA needs neither.
+AttributeRules AttributeRulesOf(const NodeOptions& options) {
+  AttributeRules rules;
+  rules.spiffe = options.spiffe;
+  const bool cert_manager = options.issuer == IssuerKind::kCertManager;
+  rules.spiffe.issuer_required = cert_manager;
+  rules.spiffe.key_encipherment = cert_manager;
+  return rules;
+}
+
 }  // namespace
 
 Node::Node(ConstructionKey<Node> /*key*/, NodeOptions options) : options_(std::move(options)) {
@@ -168,7 +180,7 @@ void Node::Wire() {
   publisher_options.mount_tmpfs = options_.mount_tmpfs;
   publisher_options.step_hook = options_.publish_step_hook;
   publisher_options.history_limit = options_.history_limit;
-  publisher_options.spiffe_trust_domain = options_.spiffe_trust_domain;
+  publisher_options.attribute_rules = AttributeRulesOf(options_);
   // ${POD_IP} needs the pod watch, hence cluster access.
   if (kube_client_ != nullptr) publisher_options.pod_ips = &pod_ips_;
   if (options_.use_token_request) {
@@ -186,7 +198,7 @@ void Node::Wire() {
   renewer_options.timeout = options_.publish_timeout;
   renewer_options.store = store_.get();
   renewer_options.tokens = publisher_options.tokens;
-  renewer_options.spiffe_trust_domain = options_.spiffe_trust_domain;
+  renewer_options.attribute_rules = publisher_options.attribute_rules;
   renewer_options.pod_ips = publisher_options.pod_ips;
   renewer_options.on_renewed = [this](const std::string& volume_id) {
     if (pod_ip_reissuer_ != nullptr) pod_ip_reissuer_->OnRenewed(volume_id);
@@ -198,7 +210,8 @@ void Node::Wire() {
     WirePodIps();
     StartPodWatch();
   }
-  health_ = std::make_unique<VolumeHealthChecker>(options_.data_root, store_.get(), env_, &clock_);
+  health_ = std::make_unique<VolumeHealthChecker>(
+      options_.data_root, publisher_options.attribute_rules, store_.get(), env_, &clock_);
 }
 
 void Node::WirePodIps() {
@@ -211,7 +224,8 @@ void Node::WirePodIps() {
         "certmount issued the volume's certificate with the pod's IP addresses",
         client->clock().SteadyNow() + std::chrono::seconds(30), std::move(stop));
   };
-  // No start_watch: the pod watch runs from startup (StartPodWatch).
+  // The pod addresses come from the pod watch that runs from startup
+  // (StartPodWatch).
   pod_ip_reissuer_ = std::make_unique<PodIpReissuer>(
       std::move(reissuer_options), store_.get(), renewer_.get(), scheduler_.get(), &pod_ips_, env_);
 }

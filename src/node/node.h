@@ -35,6 +35,7 @@
 #include "csi/node_service.h"
 #include "issue/issuer.h"
 #include "issue/local_ca_watcher.h"
+#include "issue/spiffe.h"
 #include "kube/client.h"
 #include "kube/pod_cache.h"
 #include "kube/watcher.h"
@@ -78,7 +79,9 @@ struct NodeOptions {
   int kube_api_burst = 10;
   bool use_token_request = false;
   int max_requests_per_volume = 1;
-  std::string spiffe_trust_domain;  // empty: SPIFFE mode off
+  // SPIFFE mode; off when its trust domain is empty. Its issuer_required
+  // and key_encipherment are set from `issuer` (both for cert-manager).
+  SpiffeSettings spiffe;
   std::chrono::milliseconds publish_timeout{std::chrono::seconds(60)};
   std::chrono::milliseconds shutdown_grace{std::chrono::seconds(10)};
   bool mount_tmpfs = true;

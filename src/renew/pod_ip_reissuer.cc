@@ -145,10 +145,6 @@ void PodIpReissuer::CheckVolume(const std::string& volume_id, bool may_renew,
     return;
   }
   volume_pods_[volume_id] = volume.pod_uid;
-  if (!watch_started_ && options_.start_watch) {
-    watch_started_ = true;
-    options_.start_watch();
-  }
   if (pod_ips_->Get(volume.pod_uid).empty()) return;  // awaits the pod's addresses
   if (!CertificateHasAddresses(volume_id, *spec)) {
     if (may_renew && scheduler_->RenewNow(volume_id)) {

@@ -48,10 +48,6 @@ struct PodIpReissuerOptions {
   // Sets kPodIpReadinessCondition True on the pod. Null: gates are not set
   // (logged once per pod).
   std::function<Status(const kube::PodRef& pod, std::stop_token stop)> set_condition;
-  // Called (on the worker) the first time a mounted volume asks for its
-  // pod's addresses: starts the pod watch, which a node without such
-  // volumes never opens. Must not block.
-  std::function<void()> start_watch;
 };
 
 class PodIpReissuer final : public VolumeObserver {
@@ -113,11 +109,10 @@ class PodIpReissuer final : public VolumeObserver {
   bool stopped_ = false;
 
   // The worker's own: volumes asking for pod addresses (id -> pod UID),
-  // pods whose gate condition is set, and whether the watch was started.
+  // and pods whose gate condition is set.
   std::map<std::string, std::string> volume_pods_;
   std::set<std::string> gated_pods_;
   std::set<std::string> gate_retry_pods_;  // setting the condition failed
-  bool watch_started_ = false;
   std::jthread worker_;
 };
 

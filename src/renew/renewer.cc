@@ -1,7 +1,7 @@
 #include "renew/renewer.h"
 
 #include "issue/attributes.h"
-#include "issue/spiffe.h"
+#include "issue/volume_attributes.h"
 #include "volume/issuance.h"
 #include "volume/volume_layout.h"
 
@@ -28,7 +28,7 @@ Result<CertificateSpec> Renewer::LoadSpec(const VolumeRecord& volume, const Volu
   CERTMOUNT_ASSIGN_OR_RETURN(auto secrets, LoadSecretAttributes(layout, env_));
   for (auto& [key, value] : secrets) attributes[key] = std::move(value);
   const std::string what = "volume " + volume.volume_id + " attributes";
-  Result<CertificateSpec> spec = ParseVolumeAttributes(attributes, options_.spiffe_trust_domain);
+  Result<CertificateSpec> spec = ParseVolumeAttributes(attributes, options_.attribute_rules);
   if (!spec.ok()) return spec.status().WithContext(what);
   Status applied = ApplyKnownPodIps(*spec, PodInfoFromContext(attributes).uid, options_.pod_ips);
   if (!applied.ok()) return applied.WithContext(what);

@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "issue/issuer.h"
 #include "issue/request.h"
+#include "issue/volume_attributes.h"
 #include "state/store.h"
 #include "state/volume_record.h"
 #include "volume/pod_ips.h"
@@ -35,9 +36,9 @@ struct RenewerOptions {
   // here; without one (after a restart, before kubelet republishes) they
   // fail UNAVAILABLE and back off. Null: the driver's own credentials.
   const ServiceAccountTokens* tokens = nullptr;
-  // --spiffe-trust-domain; empty: off. The identity is rebuilt from the
-  // stored pod info (ParseVolumeAttributes), never from attributes.
-  std::string spiffe_trust_domain;
+  // The node's attribute rules (ParseVolumeAttributes). In SPIFFE mode the
+  // identity is rebuilt from the stored pod info, never from attributes.
+  AttributeRules attribute_rules;
   // The pods' addresses for ${POD_IP} and ${POD_IPS} (see PublisherOptions).
   const PodIps* pod_ips = nullptr;
   // Called with the volume's id after each successful renewal.

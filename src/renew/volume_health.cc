@@ -46,12 +46,13 @@ std::vector<std::string> CertificateProblems(const VolumeRecord& volume, int64_t
 // parse; nullopt when all is there. The names come from the pod's
 // attributes; they are read through the target path, which is what the pod
 // sees.
-std::optional<std::string> FilesProblem(const VolumeRecord& volume, const VolumeLayout& layout,
-                                        const std::string& volume_path, Env* env) {
+std::optional<std::string> FilesProblem(const VolumeRecord& volume, const AttributeRules& rules,
+                                        const VolumeLayout& layout, const std::string& volume_path,
+                                        Env* env) {
   std::map<std::string, std::string> attributes = volume.attributes;
   Result<std::map<std::string, std::string>> secrets = LoadSecretAttributes(layout, env);
   if (secrets.ok()) attributes.insert(secrets->begin(), secrets->end());
-  Result<CertificateSpec> spec = ParseAttributes(attributes);
+  Result<CertificateSpec> spec = ParseVolumeAttributes(attributes, rules);
   if (!spec.ok()) return "attributes no longer parse: " + spec.status().message();
   std::vector<std::string> expected = {spec->certificate_file, spec->private_key_file,
                                        spec->ca_file};
@@ -81,9 +82,13 @@ std::string FormatUnixTime(int64_t unix_seconds) {
   return text;
 }
 
-VolumeHealthChecker::VolumeHealthChecker(std::string data_root, Store* store, Env* env,
-                                         const Clock* clock)
-    : data_root_(std::move(data_root)), store_(store), env_(env), clock_(clock) {}
+VolumeHealthChecker::VolumeHealthChecker(std::string data_root, AttributeRules rules, Store* store,
+                                         Env* env, const Clock* clock)
+    : data_root_(std::move(data_root)),
+      rules_(std::move(rules)),
+      store_(store),
+      env_(env),
+      clock_(clock) {}
 
 Result<VolumeHealth> VolumeHealthChecker::Check(const std::string& volume_id,
                                                 const std::string& volume_path) {
@@ -105,7 +110,7 @@ Result<VolumeHealth> VolumeHealthChecker::Check(const std::string& volume_id,
   const Result<int64_t> bytes = env_->RegularFileBytesUnder(layout.data);
   health.bytes_used = bytes.ok() ? *bytes : 0;
   std::vector<std::string> problems = CertificateProblems(volume, now);
-  if (std::optional<std::string> files = FilesProblem(volume, layout, volume_path, env_)) {
+  if (std::optional<std::string> files = FilesProblem(volume, rules_, layout, volume_path, env_)) {
     problems.push_back(*files);
   }
 

@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/status.h"
+#include "issue/volume_attributes.h"
 #include "state/store.h"
 
 namespace certmount {
@@ -24,8 +25,10 @@ struct VolumeHealth {
 
 class VolumeHealthChecker {
  public:
-  // `store`, `env` and `clock` must outlive the checker.
-  VolumeHealthChecker(std::string data_root, Store* store, Env* env, const Clock* clock);
+  // `store`, `env` and `clock` must outlive the checker. `rules` are the
+  // node's, with which the publish parsed each volume's attributes.
+  VolumeHealthChecker(std::string data_root, AttributeRules rules, Store* store, Env* env,
+                      const Clock* clock);
 
   // The health of `volume_id` as published at `volume_path`. Abnormal when
   // the certificate has expired, when renewals have been failing (attempts
@@ -37,6 +40,7 @@ class VolumeHealthChecker {
 
  private:
   std::string data_root_;
+  const AttributeRules rules_;
   Store* store_;
   Env* env_;
   const Clock* clock_;

@@ -9,7 +9,7 @@
 #include "issue/attributes.h"
 #include "issue/certificate_info.h"
 #include "issue/renewal_time.h"
-#include "issue/spiffe.h"
+#include "issue/volume_attributes.h"
 #include "volume/atomic_writer.h"
 #include "volume/issuance.h"
 #include "volume/issuance_metrics.h"
@@ -324,7 +324,7 @@ Status Publisher::Adopt(const std::string& volume_id, const std::string& target)
   CERTMOUNT_ASSIGN_OR_RETURN(auto secrets, LoadSecretAttributes(layout, env_));
   attributes.insert(secrets.begin(), secrets.end());
   CERTMOUNT_ASSIGN_OR_RETURN(CertificateSpec spec,
-                             ParseVolumeAttributes(attributes, options_.spiffe_trust_domain));
+                             ParseVolumeAttributes(attributes, options_.attribute_rules));
   CERTMOUNT_ASSIGN_OR_RETURN(std::string pem,
                              env_->ReadFile(layout.data + "/" + spec.certificate_file));
   CERTMOUNT_ASSIGN_OR_RETURN(CertificateInfo info, ParseLeafCertificate(pem));
@@ -353,9 +353,8 @@ Status Publisher::PublishOnce(const PublishRequest& request,
                               std::chrono::steady_clock::time_point deadline) {
   CERTMOUNT_RETURN_IF_ERROR(ValidateVolumeId(request.volume_id));
   CERTMOUNT_RETURN_IF_ERROR(ValidateTargetPath(request.target_path, options_.target_root, env_));
-  CERTMOUNT_ASSIGN_OR_RETURN(
-      CertificateSpec spec,
-      ParseVolumeAttributes(request.volume_context, options_.spiffe_trust_domain));
+  CERTMOUNT_ASSIGN_OR_RETURN(CertificateSpec spec, ParseVolumeAttributes(request.volume_context,
+                                                                         options_.attribute_rules));
   CERTMOUNT_RETURN_IF_ERROR(
       ApplyKnownPodIps(spec, PodInfoFromContext(request.volume_context).uid, options_.pod_ips));
   if (options_.tokens != nullptr) {
@@ -707,9 +706,8 @@ Status Publisher::Republish(const PublishRequest& request, const VolumeRecord& w
   // kubelet republishes (requiresRepublish, or a retry after a lost reply).
   // A working volume is never torn down here (kubernetes#121271); what is
   // checked is that the pod really sees it.
-  CERTMOUNT_ASSIGN_OR_RETURN(
-      CertificateSpec spec,
-      ParseVolumeAttributes(request.volume_context, options_.spiffe_trust_domain));
+  CERTMOUNT_ASSIGN_OR_RETURN(CertificateSpec spec, ParseVolumeAttributes(request.volume_context,
+                                                                         options_.attribute_rules));
   for (const std::string& name : {spec.certificate_file, spec.private_key_file, spec.ca_file}) {
     Result<std::string> contents = env_->ReadFile(layout.data + "/" + name);
     if (!contents.ok() || contents->empty()) {

@@ -22,6 +22,7 @@
 #include "common/status.h"
 #include "issue/issuer.h"
 #include "issue/request.h"
+#include "issue/volume_attributes.h"
 #include "state/store.h"
 #include "volume/mount.h"
 #include "volume/pod_ips.h"
@@ -70,8 +71,8 @@ struct PublisherOptions {
   const PodIps* pod_ips = nullptr;
   // Rows of issuance history kept per volume (the publish writes the first).
   int history_limit = 10;
-  // --spiffe-trust-domain; empty: off. See ParseVolumeAttributes.
-  std::string spiffe_trust_domain;
+  // The node's attribute rules (ParseVolumeAttributes).
+  AttributeRules attribute_rules;
   // Called after each step; the default does nothing.
   std::function<void(PublishStep, const std::string& volume_id)> step_hook;
 };
