@@ -83,7 +83,7 @@ json Condition(const std::string& type, const std::string& status, const std::st
 
 }  // namespace
 
-FakeKubeApi::FakeKubeApi() : tokens_{kToken} {
+FakeKubeApi::FakeKubeApi() : tokens_{{kToken, kDriverUsername}} {
   const Clock& clock = SystemClock::Instance();
   Result<CaMaterial> server_ca =
       GenerateSelfSignedCa("fake kube-apiserver CA", std::chrono::hours(24), clock);
@@ -241,14 +241,14 @@ std::string FakeKubeApi::url() const { return "https://127.0.0.1:" + std::to_str
 
 std::string FakeKubeApi::signer_ca_pem() const { return signer_->certificate_pem(); }
 
-void FakeKubeApi::AcceptToken(const std::string& token) {
+void FakeKubeApi::AcceptToken(const std::string& token, const std::string& username) {
   std::lock_guard lock(mutex_);
-  tokens_.push_back(token);
+  tokens_[token] = username;
 }
 
 void FakeKubeApi::RevokeToken(const std::string& token) {
   std::lock_guard lock(mutex_);
-  tokens_.erase(std::remove(tokens_.begin(), tokens_.end(), token), tokens_.end());
+  tokens_.erase(token);
 }
 
 void FakeKubeApi::PutPod(const std::string& namespace_, const std::string& name,
@@ -390,9 +390,20 @@ void FakeKubeApi::DeletePod(const std::string& namespace_, const std::string& na
 }
 
 void FakeKubeApi::BindToken(const std::string& token, const std::string& namespace_,
-                            const std::string& name) {
+                            const std::string& name, const std::string& service_account) {
   std::lock_guard lock(mutex_);
-  bound_tokens_[token] = namespace_ + "/" + name;
+  bound_tokens_[token] = {namespace_ + "/" + name,
+                          "system:serviceaccount:" + namespace_ + ":" + service_account};
+}
+
+std::optional<std::string> FakeKubeApi::UsernameLocked(const std::string& authorization) const {
+  for (const auto& [token, username] : tokens_) {
+    if (authorization == "Bearer " + token) return username;
+  }
+  for (const auto& [token, bound] : bound_tokens_) {
+    if (authorization == "Bearer " + token && pods_.count(bound.pod) != 0) return bound.username;
+  }
+  return std::nullopt;
 }
 
 int FakeKubeApi::creates_for_gone_pods() const {
@@ -420,6 +431,12 @@ void FakeKubeApi::SetPolicy(SignerPolicy policy, std::string message) {
   std::lock_guard lock(mutex_);
   policy_ = policy;
   policy_message_ = std::move(message);
+}
+
+void FakeKubeApi::SetApprover(
+    std::function<std::optional<std::string>(const nlohmann::json& request)> approver) {
+  std::lock_guard lock(mutex_);
+  approver_ = std::move(approver);
 }
 
 void FakeKubeApi::SetOmitCa(bool omit) {
@@ -575,13 +592,7 @@ bool FakeKubeApi::Admit(const httplib::Request& request, httplib::Response& resp
   requests_.push_back(std::move(record));
   changed_.notify_all();
   const std::string authorization = request.get_header_value("Authorization");
-  bool authorized = std::any_of(tokens_.begin(), tokens_.end(), [&](const std::string& token) {
-    return authorization == "Bearer " + token;
-  });
-  for (const auto& [token, pod] : bound_tokens_) {
-    if (authorization == "Bearer " + token && pods_.count(pod) != 0) authorized = true;
-  }
-  if (!authorized) {
+  if (!UsernameLocked(authorization)) {
     Reply(response, 401, StatusBody(401, "Unauthorized", "Unauthorized"));
     return false;
   }
@@ -634,6 +645,10 @@ void FakeKubeApi::Create(const std::string& namespace_, const httplib::Request& 
   }
   metadata["uid"] = "uid-" + std::to_string(++name_counter_);
   metadata["creationTimestamp"] = "2024-01-01T00:00:00Z";
+  if (object["spec"].is_object()) {
+    object["spec"]["username"] =
+        UsernameLocked(request.get_header_value("Authorization")).value_or("");
+  }
   StoreLocked(object, "ADDED");
   json created = objects_[key];
   for (const json& owner : metadata.value("ownerReferences", json::array())) {
@@ -644,15 +659,22 @@ void FakeKubeApi::Create(const std::string& namespace_, const httplib::Request& 
     });
     if (!running) ++creates_for_gone_pods_;
   }
-  if (policy_ != SignerPolicy::kPending && sign_delay_.count() > 0) {
-    DelayedOutcome outcome{std::chrono::steady_clock::now() + sign_delay_, key, policy_,
-                           policy_message_};
+  SignerPolicy policy = policy_;
+  std::string message = policy_message_;
+  if (approver_) {
+    if (std::optional<std::string> denial = approver_(created)) {
+      policy = SignerPolicy::kDeny;
+      message = *denial;
+    }
+  }
+  if (policy != SignerPolicy::kPending && sign_delay_.count() > 0) {
+    DelayedOutcome outcome{std::chrono::steady_clock::now() + sign_delay_, key, policy, message};
     auto at = std::upper_bound(delayed_.begin(), delayed_.end(), outcome.due,
                                [](auto due, const DelayedOutcome& d) { return due < d.due; });
     delayed_.insert(at, std::move(outcome));
     changed_.notify_all();
-  } else if (policy_ != SignerPolicy::kPending) {
-    ApplyPolicyLocked(key, policy_, policy_message_);
+  } else if (policy != SignerPolicy::kPending) {
+    ApplyPolicyLocked(key, policy, message);
   }
   Reply(response, 201, created);
 }

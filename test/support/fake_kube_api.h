@@ -9,7 +9,10 @@
 // (resourceVersions and events shared with the requests, as in etcd), and
 // strategic-merge or merge PATCH of pods/<name>/status (conditions merge by
 // type under a strategic merge, with a metadata.uid precondition); service
-// account tokens bound to a pod that turn 401 once it is deleted. No garbage
+// account tokens bound to a pod that turn 401 once it is deleted. Each
+// created request's spec.username is the user its token authenticates, as
+// cert-manager's webhook sets it (whatever the client sent), and an
+// approver hook may deny it before the policy applies. No garbage
 // collector: owned requests stay unless a client deletes them. Every request
 // is recorded so tests can check exact bodies.
 #pragma once
@@ -57,6 +60,9 @@ struct RecordedRequest {
 class FakeKubeApi {
  public:
   static constexpr const char* kToken = "fake-api-token-0123456789";
+  // The user kToken authenticates: certmountd's service account in the
+  // shipped manifests.
+  static constexpr const char* kDriverUsername = "system:serviceaccount:certmount:certmount";
 
   FakeKubeApi();
   ~FakeKubeApi();
@@ -71,8 +77,10 @@ class FakeKubeApi {
   // The CA cert-manager signs with (status.ca).
   std::string signer_ca_pem() const;
 
-  // Accept `token` as well as kToken; RevokeToken stops accepting one.
-  void AcceptToken(const std::string& token);
+  // Accept `token` as well as kToken, authenticating `username` (by
+  // default the same user as kToken: another credential of the driver's);
+  // RevokeToken stops accepting one.
+  void AcceptToken(const std::string& token, const std::string& username = kDriverUsername);
   void RevokeToken(const std::string& token);
 
   // Pods as GET /api/v1/namespaces/<ns>/pods/<name> shows them: Running,
@@ -93,8 +101,11 @@ class FakeKubeApi {
                    const std::string& phase);
   // Removes the pod; tokens bound to it are refused (401) from now on.
   void DeletePod(const std::string& namespace_, const std::string& name);
-  // Accepts `token` as long as pod namespace_/name exists (a bound token).
-  void BindToken(const std::string& token, const std::string& namespace_, const std::string& name);
+  // Accepts `token` as long as pod namespace_/name exists (a bound token),
+  // authenticating "system:serviceaccount:<namespace_>:<service_account>".
+  // The default is the account Kubernetes gives a pod that names none.
+  void BindToken(const std::string& token, const std::string& namespace_, const std::string& name,
+                 const std::string& service_account = "default");
   // CertificateRequests created while their owner pod (by UID) was already
   // terminating or gone.
   int creates_for_gone_pods() const;
@@ -106,6 +117,15 @@ class FakeKubeApi {
 
   // How requests created from now on are answered.
   void SetPolicy(SignerPolicy policy, std::string message = "");
+  // An approver for requests created from now on (an empty function removes
+  // it): each one, as stored (spec.username set, no status), is given to
+  // `approver` first. nullopt approves it, and the policy applies as
+  // without an approver (kPending leaves it pending); a message denies it
+  // as SignerPolicy::kDeny does, after the sign delay if one is set,
+  // whatever the policy. Called with the server's lock held: it must not
+  // call this FakeKubeApi. Resolve() does not consult it.
+  void SetApprover(
+      std::function<std::optional<std::string>(const nlohmann::json& request)> approver);
   // Answer with an empty status.ca and the signer CA appended to the chain.
   void SetOmitCa(bool omit);
   // Requests created from now on get their outcome `delay` after the create
@@ -182,6 +202,9 @@ class FakeKubeApi {
   // Must hold mutex_. Stores `object` with a new resourceVersion and records the event.
   void StoreLocked(nlohmann::json object, const std::string& type);
   void ApplyPolicyLocked(const std::string& key, SignerPolicy policy, const std::string& message);
+  // Must hold mutex_. The user `authorization` (the header) authenticates;
+  // nullopt when it authenticates none.
+  std::optional<std::string> UsernameLocked(const std::string& authorization) const;
   // Applies the delayed outcomes as they fall due, until stopping_.
   void SignDelayedLoop();
 
@@ -195,16 +218,21 @@ class FakeKubeApi {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   bool stopping_ = false;
-  std::vector<std::string> tokens_;
+  std::map<std::string, std::string> tokens_;  // token -> username
   SignerPolicy policy_ = SignerPolicy::kApprove;
   std::string policy_message_;
+  std::function<std::optional<std::string>(const nlohmann::json&)> approver_;
   bool omit_ca_ = false;
   bool gone_as_event_ = false;
   std::vector<Failure> failures_;
   std::vector<RecordedRequest> requests_;
-  std::map<std::string, nlohmann::json> objects_;    // "namespace/name"
-  std::map<std::string, nlohmann::json> pods_;       // "namespace/name"
-  std::map<std::string, std::string> bound_tokens_;  // token -> pod "namespace/name"
+  std::map<std::string, nlohmann::json> objects_;  // "namespace/name"
+  std::map<std::string, nlohmann::json> pods_;     // "namespace/name"
+  struct BoundToken {
+    std::string pod;  // "namespace/name"
+    std::string username;
+  };
+  std::map<std::string, BoundToken> bound_tokens_;
   std::vector<std::pair<std::string, std::function<void()>>> before_next_;
   int creates_for_gone_pods_ = 0;
   std::vector<Event> events_;
