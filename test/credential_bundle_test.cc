@@ -8,16 +8,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
 
 #include "issue/attributes.h"
 #include "issue/local_ca.h"
 #include "issue/spiffe.h"
 #include "renew/renewer.h"
+#include "renew/scheduler.h"
 #include "support/daemon.h"
 #include "support/fake_clock.h"
 #include "support/root.h"
@@ -233,6 +238,84 @@ class CredentialBundleRenewalTest : public ::testing::Test {
   VolumeLayout layout_;
   CertificateSpec spec_;
 };
+
+// What the reader thread saw.
+struct ReaderTally {
+  std::atomic<int> bundles{0};             // bundle reads that opened and read
+  std::atomic<int> mismatched_bundles{0};  // of those, key and leaf not a pair
+  std::atomic<int> failed_opens{0};        // an old generation removed mid-lookup
+  std::atomic<int> distinct_leaves{0};     // different chains seen in the bundle
+  std::atomic<int> two_open_reads{0};      // tls.key, then tls.crt, opened apart
+  std::atomic<int> two_open_mismatches{0};
+};
+
+TEST_F(CredentialBundleRenewalTest, EveryReadOfTheBundleMatchesDuringARenewalStorm) {
+  AddVolume("csi-storm");
+  SchedulerOptions options;
+  options.random_seed = 7;
+  RenewalScheduler scheduler(options, store_.get(), renewer_.get(), &clock_);
+  ASSERT_TRUE(scheduler.Load().ok());
+
+  // The reader keeps reading until the renewals stop; the renewals go on
+  // until it has read enough bundles across enough generations.
+  constexpr int kMinRenewals = 100;
+  constexpr int kMinBundleReads = 300;
+  constexpr int kMinDistinctLeaves = 20;
+  constexpr int kMaxRenewals = 20000;
+  ReaderTally tally;
+  std::atomic<bool> renewing{true};
+  std::thread reader([&] {
+    std::set<std::string> leaves;
+    while (renewing.load()) {
+      // What the bundle is for: an application that reads tls.key, does
+      // some work (here: checks the bundle), then reads tls.crt may get two
+      // generations (counted, not asserted: it depends on timing).
+      std::optional<std::string> key = ReadThroughOneOpen(PodFile("tls.key"));
+      std::optional<std::string> bundle = ReadThroughOneOpen(PodFile("bundle.pem"));
+      if (bundle) {
+        if (!IsMatchingBundle(*bundle)) ++tally.mismatched_bundles;
+        if (leaves.insert(SplitBundle(*bundle).chain_pem).second) ++tally.distinct_leaves;
+        ++tally.bundles;
+      } else {
+        ++tally.failed_opens;
+      }
+      std::optional<std::string> chain = ReadThroughOneOpen(PodFile("tls.crt"));
+      if (!key || !chain) continue;
+      ++tally.two_open_reads;
+      if (!testing::KeyMatchesCertificatePem(*key, *chain)) ++tally.two_open_mismatches;
+    }
+  });
+
+  int renewals = 0;
+  while (renewals < kMaxRenewals &&
+         (renewals < kMinRenewals || tally.bundles.load() < kMinBundleReads ||
+          tally.distinct_leaves.load() < kMinDistinctLeaves)) {
+    clock_.Advance(1s);  // a token for the issuer
+    if (!scheduler.RenewNow("csi-storm") || scheduler.RunOnce() != 1) {
+      ADD_FAILURE() << "renewal " << renewals << " did not run";
+      break;
+    }
+    ++renewals;
+  }
+  renewing.store(false);
+  reader.join();
+
+  std::printf(
+      "%d renewals; %d bundle reads over %d generations, %d mismatched; %d failed opens; "
+      "%d of %d reads of tls.key then tls.crt straddled a renewal\n",
+      renewals, tally.bundles.load(), tally.distinct_leaves.load(), tally.mismatched_bundles.load(),
+      tally.failed_opens.load(), tally.two_open_mismatches.load(), tally.two_open_reads.load());
+  RecordProperty("two_open_mismatches", tally.two_open_mismatches.load());
+  EXPECT_LT(renewals, kMaxRenewals) << "the reader did not get its reads in";
+  EXPECT_GE(tally.bundles.load(), kMinBundleReads);
+  EXPECT_GE(tally.distinct_leaves.load(), kMinDistinctLeaves);
+  EXPECT_EQ(tally.mismatched_bundles.load(), 0);
+  // Every renewal succeeded, and the last one is what the pod reads.
+  auto row = store_->GetVolume("csi-storm");
+  ASSERT_TRUE(row.ok() && row->has_value());
+  EXPECT_EQ((*row)->renewal_attempts, 0) << (*row)->last_error;
+  EXPECT_EQ((*row)->serial, testing::InspectCertificateFile(PodFile("bundle.pem")).serial_hex);
+}
 
 TEST_F(CredentialBundleRenewalTest, ANewTrustBundleKeepsTheBundleByteForByte) {
   AddVolume("csi-ca");
