@@ -105,6 +105,7 @@ void ExpectSpecEq(const CertificateSpec& actual, const CertificateSpec& expected
   EXPECT_EQ(actual.pod_ip_dns_names, expected.pod_ip_dns_names);
   EXPECT_EQ(actual.pod_ip_readiness_gate, expected.pod_ip_readiness_gate);
   EXPECT_EQ(actual.annotations, expected.annotations);
+  EXPECT_EQ(actual.credential_bundle_file, expected.credential_bundle_file);
 }
 
 struct GoodCase {
@@ -541,6 +542,26 @@ INSTANTIATE_TEST_SUITE_P(
                            s.annotations = {{"example.com/team", "payments"},
                                             {"a.b-c.example/Some_Name.x", "v"}};
                          }},
+                GoodCase{"CredentialBundleFile",
+                         With({{std::string(kCredentialBundleFileAttribute), "credentials.pem"}}),
+                         [](CertificateSpec& s) { s.credential_bundle_file = "credentials.pem"; }},
+                GoodCase{"EmptyCredentialBundleFileIsNone",
+                         With({{std::string(kCredentialBundleFileAttribute), ""}}),
+                         [](CertificateSpec&) {}},
+                GoodCase{"CredentialBundleMayTakeAFreedDefaultName",
+                         With({{"certificate-file", "chain.pem"},
+                               {std::string(kCredentialBundleFileAttribute), "tls.crt"}}),
+                         [](CertificateSpec& s) {
+                           s.certificate_file = "chain.pem";
+                           s.credential_bundle_file = "tls.crt";
+                         }},
+                GoodCase{"CertmountKeysAreNotAnnotations",
+                         With({{std::string(kCredentialBundleFileAttribute), "bundle.pem"},
+                               {"example.com/team", "payments"}}),
+                         [](CertificateSpec& s) {
+                           s.credential_bundle_file = "bundle.pem";
+                           s.annotations = {{"example.com/team", "payments"}};
+                         }},
                 GoodCase{"WithoutPodInfoWhenNoTemplates",
                          Attributes{{Key("issuer-name"), "ca"}, {Key("dns-names"), "a.example"}},
                          [](CertificateSpec& s) {
@@ -813,8 +834,56 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"Pkcs12PasswordWithoutEnable", With({{"pkcs12-password", "pw"}}),
                 Key("pkcs12-password"), "requires csi.cert-manager.io/pkcs12-enable"},
         BadCase{"Pkcs12FilenameWithoutEnable", With({{"pkcs12-filename", "a.p12"}}),
-                Key("pkcs12-filename"), "requires csi.cert-manager.io/pkcs12-enable"}),
+                Key("pkcs12-filename"), "requires csi.cert-manager.io/pkcs12-enable"},
+        BadCase{"CredentialBundleFileWithSlash",
+                With({{std::string(kCredentialBundleFileAttribute), "../bundle.pem"}}),
+                std::string(kCredentialBundleFileAttribute), "without '/'"},
+        BadCase{"CredentialBundleFileDot",
+                With({{std::string(kCredentialBundleFileAttribute), "."}}),
+                std::string(kCredentialBundleFileAttribute), "\".\""},
+        BadCase{"CredentialBundleFileTrailingSpace",
+                With({{std::string(kCredentialBundleFileAttribute), "bundle.pem "}}),
+                std::string(kCredentialBundleFileAttribute), "whitespace"},
+        BadCase{"CredentialBundleSameAsCertificate",
+                With({{std::string(kCredentialBundleFileAttribute), "tls.crt"}}),
+                std::string(kCredentialBundleFileAttribute),
+                "is also the file name of csi.cert-manager.io/certificate-file"},
+        BadCase{"CredentialBundleSameAsRenamedKey",
+                With({{"privatekey-file", "key.pem"},
+                      {std::string(kCredentialBundleFileAttribute), "key.pem"}}),
+                std::string(kCredentialBundleFileAttribute), "csi.cert-manager.io/privatekey-file"},
+        BadCase{"CredentialBundleSameAsPkcs12",
+                With({{"pkcs12-enable", "true"},
+                      {"pkcs12-password", "pw"},
+                      {std::string(kCredentialBundleFileAttribute), "keystore.p12"}}),
+                std::string(kCredentialBundleFileAttribute), "csi.cert-manager.io/pkcs12-filename"},
+        BadCase{"CredentialBundleSameAsJksTruststore",
+                With({{"keystore-jks-enable", "true"},
+                      {"keystore-jks-password", "pw"},
+                      {std::string(kCredentialBundleFileAttribute), "truststore.jks"}}),
+                std::string(kCredentialBundleFileAttribute),
+                "csi.cert-manager.io/keystore-jks-truststore-filename"},
+        BadCase{"UnknownCertmountKey", With({{"certmount.io/credential-bundle", "bundle.pem"}}),
+                "certmount.io/credential-bundle",
+                "unknown certmount attribute; the certmount.io/ keys are "
+                "certmount.io/credential-bundle-file"},
+        BadCase{"UnknownCertmountKeyEvenWhenEmpty", With({{"certmount.io/bundle-file", ""}}),
+                "certmount.io/bundle-file", "unknown certmount attribute"}),
     BadCaseName);
+
+// certmount's own keys are reported like csi-driver's: the message starts
+// with the key at fault, also when another attribute's file name is taken.
+TEST(ParseAttributesTest, CertmountKeyProblemsStartWithTheKey) {
+  const std::string bundle_key(kCredentialBundleFileAttribute);
+  for (const Attributes& attributes : {With({{bundle_key, "ca.crt"}}), With({{bundle_key, ".."}}),
+                                       With({{"certmount.io/credential-bundle-fil", "x"}})}) {
+    Result<CertificateSpec> spec = ParseVolumeAttributes(attributes, {});
+    ASSERT_FALSE(spec.ok());
+    EXPECT_EQ(spec.status().code(), Code::kInvalidArgument);
+    EXPECT_TRUE(spec.status().message().starts_with("certmount.io/credential-bundle-fil"))
+        << spec.status().message();
+  }
+}
 
 TEST(ParseAttributesTest, VariableValueCannotAddRdnsToALiteralSubject) {
   Result<CertificateSpec> spec = ParseVolumeAttributes(

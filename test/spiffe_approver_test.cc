@@ -21,7 +21,7 @@
 #include "issue/go_duration.h"
 #include "issue/openssl_ptr.h"
 #include "issue/private_key.h"
-#include "issue/spiffe.h"
+#include "issue/volume_attributes.h"
 #include "kube/base64.h"
 
 namespace certmount::testing {
@@ -466,18 +466,21 @@ TEST(SpiffeApproverTest, JsonOfTheWrongShapeIsDecidedWithoutThrowing) {
 
 // ---- certmount's own request ------------------------------------------------------------------
 
-// What the approver makes of the request certmountd --spiffe-trust-domain
-// creates for pod sandbox/sleep-0: everything holds but the usages, which
-// lack key encipherment (docs/cert-manager.md, "SPIFFE mode").
-TEST(SpiffeApproverTest, CertmountsSvidRequestIsDeniedOnlyForItsUsages) {
+// The request certmount's SPIFFE mode makes for pod sandbox/sleep-0 toward
+// cert-manager is approved in both of the approver's modes; with the local
+// CA's usages (no key encipherment) it would be denied for its usages
+// alone, which is why cert-manager mode asks for all four.
+TEST(SpiffeApproverTest, CertmountsCertManagerSvidRequestIsApproved) {
   const std::map<std::string, std::string> context = {
       {"csi.storage.k8s.io/pod.name", "sleep-0"},
       {"csi.storage.k8s.io/pod.namespace", "sandbox"},
       {"csi.storage.k8s.io/pod.uid", "0b6fbd3e-6f0c-4d5c-9c7e-0d1f7c0e2a11"},
-      {"csi.storage.k8s.io/serviceAccount.name", "sleep"},
-      {"csi.cert-manager.io/issuer-name", "my-spiffe-ca"},
-      {"csi.cert-manager.io/issuer-kind", "ClusterIssuer"}};
-  Result<CertificateSpec> spec = ParseVolumeAttributes(context, "cluster.local");
+      {"csi.storage.k8s.io/serviceAccount.name", "sleep"}};
+  AttributeRules rules;
+  rules.spiffe.trust_domain = "cluster.local";
+  rules.spiffe.issuer = {"my-spiffe-ca", "ClusterIssuer", "cert-manager.io"};
+  rules.spiffe.key_encipherment = true;
+  Result<CertificateSpec> spec = ParseVolumeAttributes(context, rules);
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   Result<PrivateKey> key = PrivateKey::Generate(spec->key_algorithm, spec->key_size);
   ASSERT_TRUE(key.ok()) << key.status().ToString();
@@ -491,10 +494,11 @@ TEST(SpiffeApproverTest, CertmountsSvidRequestIsDeniedOnlyForItsUsages) {
   request["spec"]["usages"] = spec->usages;
   request["spec"]["issuerRef"] = {
       {"name", spec->issuer.name}, {"kind", spec->issuer.kind}, {"group", spec->issuer.group}};
-  ExpectDenied(request, 8, "spec.usages is");
-
-  request["spec"]["usages"].push_back("key encipherment");
   ExpectApproved(request);
+
+  request["spec"]["usages"] = {"digital signature", "server auth", "client auth"};
+  ExpectDenied(request, 8, "spec.usages is");
+  request["spec"]["usages"] = spec->usages;
   request["spec"]["username"] = kDriverUsername;
   ExpectApproved(request, OwnServiceAccountMode());
 }

@@ -15,7 +15,9 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "issue/attributes.h"
@@ -24,6 +26,7 @@
 #include "support/fake_kube_api.h"
 #include "support/mounts.h"
 #include "support/root.h"
+#include "support/spiffe_approver.h"
 #include "support/temp_dir.h"
 #include "support/x509_inspect.h"
 
@@ -696,6 +699,101 @@ TEST(SpiffeCertManager, RequestCarriesTheIdentityInItsCsrAndAnnotation) {
 
   ASSERT_TRUE(IsMountPoint(target));
   ExpectWebSvid(target, /*key_encipherment=*/true);
+}
+
+// csi-driver-spiffe's approver in front of the fake cert-manager: the pod
+// spec from its README (no attributes) through the real daemon set up as
+// deploy/examples/spiffe-csi-cert-manager-io sets it up.
+class SpiffeBehindItsApproverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CERTMOUNT_REQUIRE_ROOT();
+    api_.PutPod("default", "web-0", kKubeletPodUid);
+    api_.BindToken(kPodToken, "default", "web-0", "web");
+    SpiffeApproverConfig config;
+    config.trust_domain = kTrustDomain;
+    api_.SetApprover([config, this](const json& request) -> std::optional<std::string> {
+      SpiffeApproverOutcome outcome = Evaluate(request, config);
+      std::lock_guard lock(mu_);
+      outcomes_.push_back(outcome);
+      if (outcome.decision == SpiffeApproverDecision::kDenied) return outcome.reason;
+      return std::nullopt;
+    });
+    kubeconfig_ = WriteKubeconfig(dir_.Sub("kubeconfig"), api_.url(), api_.server_ca_pem());
+  }
+
+  bool Start(std::vector<std::string> extra) {
+    daemon_ = std::make_unique<Daemon>(dir_.Sub("node"));
+    std::vector<std::string> args = {"--issuer=cert-manager", "--kubeconfig=" + kubeconfig_,
+                                     "--driver-name=spiffe.csi.cert-manager.io",
+                                     std::string("--spiffe-trust-domain=") + kTrustDomain,
+                                     "--spiffe-issuer-name=my-spiffe-ca"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return daemon_->Start(args);
+  }
+
+  grpc::Status Publish(const std::string& volume_id, const std::string& target) {
+    csi::v1::NodePublishVolumeRequest request = KubeletPublishRequest(volume_id, target, {});
+    (*request.mutable_volume_context())["csi.storage.k8s.io/serviceAccount.tokens"] =
+        R"({"":{"token":")" + std::string(kPodToken) +
+        R"(","expirationTimestamp":"2030-01-01T00:00:00Z"}})";
+    csi::v1::NodePublishVolumeResponse response;
+    return daemon_->node().NodePublishVolume(CallContext().get(), request, &response);
+  }
+
+  std::vector<SpiffeApproverOutcome> Outcomes() {
+    std::lock_guard lock(mu_);
+    return outcomes_;
+  }
+
+  static constexpr char kPodToken[] = "pod-token-spiffe-web";
+  TempDir dir_;
+  FakeKubeApi api_;
+  std::string kubeconfig_;
+  std::unique_ptr<Daemon> daemon_;
+  std::mutex mu_;
+  std::vector<SpiffeApproverOutcome> outcomes_;
+};
+
+TEST_F(SpiffeBehindItsApproverTest, ThePodsOwnTokenGetsTheRequestApproved) {
+  ASSERT_TRUE(Start({"--use-token-request"})) << daemon_->log();
+  const std::string target = daemon_->PodTarget("pod-approved");
+  grpc::Status status = Publish("csi-approved", target);
+  ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << daemon_->log();
+  std::vector<SpiffeApproverOutcome> outcomes = Outcomes();
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].decision, SpiffeApproverDecision::kApproved) << outcomes[0].reason;
+  ExpectWebSvid(target, /*key_encipherment=*/true);
+}
+
+TEST_F(SpiffeBehindItsApproverTest, TheDriversOwnIdentityIsDeniedAndThePublishSaysWhy) {
+  // Without --use-token-request the request is made as certmount's service
+  // account, which only the approver's own-service-account mode accepts.
+  ASSERT_TRUE(Start({})) << daemon_->log();
+  const std::string target = daemon_->PodTarget("pod-denied");
+  grpc::Status status = Publish("csi-denied", target);
+  EXPECT_FALSE(status.ok());
+  std::vector<SpiffeApproverOutcome> outcomes = Outcomes();
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].decision, SpiffeApproverDecision::kDenied);
+  EXPECT_EQ(outcomes[0].rule, 9) << outcomes[0].reason;
+  EXPECT_FALSE(IsMountPoint(target));
+}
+
+TEST_F(SpiffeBehindItsApproverTest, APodAskingForAShorterLifetimeIsDeniedForItsDuration) {
+  ASSERT_TRUE(Start({"--use-token-request"})) << daemon_->log();
+  const std::string target = daemon_->PodTarget("pod-short");
+  csi::v1::NodePublishVolumeRequest request =
+      KubeletPublishRequest("csi-short", target, {{"csi.cert-manager.io/duration", "30m"}});
+  (*request.mutable_volume_context())["csi.storage.k8s.io/serviceAccount.tokens"] =
+      R"({"":{"token":")" + std::string(kPodToken) +
+      R"(","expirationTimestamp":"2030-01-01T00:00:00Z"}})";
+  csi::v1::NodePublishVolumeResponse response;
+  grpc::Status status = daemon_->node().NodePublishVolume(CallContext().get(), request, &response);
+  EXPECT_FALSE(status.ok());
+  std::vector<SpiffeApproverOutcome> outcomes = Outcomes();
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].rule, 2) << outcomes[0].reason;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 
 #include "csi/node_service.h"
 #include "issue/attributes.h"
@@ -42,8 +43,10 @@ class VolumeStatsTest : public ::testing::Test {
     service_ = std::make_unique<NodeService>("node", nullptr, health_.get());
   }
 
-  // A published volume with a one-hour certificate; returns its path.
-  std::string AddVolume(const std::string& id) {
+  // A published volume with a one-hour certificate and `extra` attributes;
+  // returns its path.
+  std::string AddVolume(const std::string& id,
+                        const std::map<std::string, std::string>& extra = {}) {
     const VolumeLayout layout = VolumeLayout::For(data_root_, id);
     VolumeRecord record;
     record.volume_id = id;
@@ -51,6 +54,7 @@ class VolumeStatsTest : public ::testing::Test {
     record.attributes = {{"csi.cert-manager.io/issuer-name", "ca"},
                          {"csi.cert-manager.io/dns-names", "stats.example"},
                          {"csi.cert-manager.io/duration", "1h"}};
+    record.attributes.insert(extra.begin(), extra.end());
     EXPECT_TRUE(StoreTestAccess(*store_).RegisterVolume(record).ok());
     EXPECT_TRUE(Env::Default()->CreateDirectories(layout.data, 0700).ok());
     auto spec = ParseVolumeAttributes(record.attributes, {});
@@ -141,6 +145,19 @@ TEST_F(VolumeStatsTest, MissingFilesAreAbnormal) {
   EXPECT_THAT(response.volume_condition().message(), HasSubstr("files missing"));
   EXPECT_THAT(response.volume_condition().message(), HasSubstr("tls.key"));
   EXPECT_THAT(response.volume_condition().message(), ::testing::Not(HasSubstr("tls.crt")));
+}
+
+TEST_F(VolumeStatsTest, MissingCredentialBundleIsAbnormal) {
+  const std::string path =
+      AddVolume("v", {{std::string(kCredentialBundleFileAttribute), "bundle.pem"}});
+  csi::v1::NodeGetVolumeStatsResponse response;
+  ASSERT_TRUE(Stats("v", path, &response).ok());
+  EXPECT_FALSE(response.volume_condition().abnormal()) << response.volume_condition().message();
+  fs::remove(fs::path(path) / "bundle.pem");
+  ASSERT_TRUE(Stats("v", path, &response).ok());
+  EXPECT_TRUE(response.volume_condition().abnormal());
+  EXPECT_THAT(response.volume_condition().message(), HasSubstr("files missing"));
+  EXPECT_THAT(response.volume_condition().message(), HasSubstr("bundle.pem"));
 }
 
 TEST_F(VolumeStatsTest, UnknownVolumeOrOtherPathIsNotFound) {

@@ -4,7 +4,8 @@
 // what certmount does, and each remaining difference with its reason.
 // certmount's own additions: email-sans, pkcs12-profile, and the hyphenated
 // spellings organizational-units, street-addresses, postal-codes and
-// serial-number of csi-driver's keys.
+// serial-number of csi-driver's keys; in certmount's own domain
+// (kCertmountAttributePrefix), credential-bundle-file.
 #include "issue/attributes.h"
 #include "issue/csi_driver_parser.h"
 
@@ -35,7 +36,9 @@ using VolumeContext = std::map<std::string, std::string>;
 
 constexpr std::string_view kStoragePrefix = "csi.storage.k8s.io/";
 
-// Attribute names, without kAttributePrefix.
+// Attribute names, without kAttributePrefix. certmount's own keys carry
+// their domain (kCertmountAttributePrefix) instead; FullKey keeps them as
+// they are.
 constexpr std::string_view kIssuerName = "issuer-name";
 constexpr std::string_view kIssuerKind = "issuer-kind";
 constexpr std::string_view kIssuerGroup = "issuer-group";
@@ -76,6 +79,9 @@ constexpr std::string_view kJksPassword = "keystore-jks-password";
 constexpr std::string_view kJksTruststore = "keystore-jks-truststore-filename";
 constexpr std::string_view kPodIpReadinessGate = "pod-ip-readiness-gate";
 
+// Every key under kCertmountAttributePrefix that certmount knows.
+constexpr std::array<std::string_view, 1> kCertmountAttributes = {kCredentialBundleFileAttribute};
+
 // certmount's earlier hyphenated spellings of csi-driver's keys, still read.
 constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kAliases = {{
     {kOrganizationalUnits, "organizational-units"},
@@ -95,6 +101,7 @@ constexpr std::string_view kNotUtf8 =
     "is not UTF-8 (Go's certificate request builder refuses it too)";
 
 std::string FullKey(std::string_view name) {
+  if (name.starts_with(kCertmountAttributePrefix)) return std::string(name);
   return std::string(kAttributePrefix) + std::string(name);
 }
 
@@ -108,12 +115,12 @@ bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
          });
 }
 
-// "csi.cert-manager.io/<name>: <rule>"
+// "<FullKey(name)>: <rule>"
 Status Invalid(std::string_view name, std::string_view rule) {
   return Status::InvalidArgument(FullKey(name) + ": " + std::string(rule));
 }
 
-// "csi.cert-manager.io/<name>: "<value>" <rule>"
+// "<FullKey(name)>: "<value>" <rule>"
 Status InvalidValue(std::string_view name, std::string_view value, std::string_view rule) {
   return Invalid(name, Quote(value) + " " + std::string(rule));
 }
@@ -363,7 +370,8 @@ class Variables {
   std::map<std::string, std::string> values_;
 };
 
-// Reads the csi.cert-manager.io/ attributes of one volume context.
+// Reads the csi.cert-manager.io/ and certmount.io/ attributes of one volume
+// context.
 class AttributeParser {
  public:
   explicit AttributeParser(const VolumeContext& context) : context_(context), variables_(context) {}
@@ -382,7 +390,7 @@ class AttributeParser {
   }
 
  private:
-  // The value of csi.cert-manager.io/<name>, or nullopt when absent or empty.
+  // The value of FullKey(name), or nullopt when absent or empty.
   // For a key with a hyphenated alias, the alias's value when the key is unset.
   std::optional<std::string> Get(std::string_view name) const {
     auto it = context_.find(FullKey(name));
@@ -398,7 +406,8 @@ class AttributeParser {
   // As csi-driver: csi.cert-manager.io/ keys it does not know and keys
   // without a domain are ignored, csi.storage.k8s.io/ keys are kubelet's, and
   // every other key becomes an annotation (which the Kubernetes API requires
-  // to be a valid annotation key, so that is checked here).
+  // to be a valid annotation key, so that is checked here). certmount.io/
+  // keys are the driver's own: never annotations, and each must be known.
   Status CheckKeys(CertificateSpec& spec) const {
     for (const auto& [key, alias] : kAliases) {
       auto primary = context_.find(FullKey(key));
@@ -411,6 +420,10 @@ class AttributeParser {
     for (const auto& [key, value] : context_) {
       std::string_view k = key;
       if (k.starts_with(kAttributePrefix) || k.starts_with(kStoragePrefix)) continue;
+      if (k.starts_with(kCertmountAttributePrefix)) {
+        CERTMOUNT_RETURN_IF_ERROR(CheckCertmountKey(key));
+        continue;
+      }
       size_t slash = k.find('/');
       if (slash == std::string_view::npos) continue;
       if (!IsDnsSubdomain(k.substr(0, slash)) || !IsQualifiedNamePart(k.substr(slash + 1))) {
@@ -422,6 +435,21 @@ class AttributeParser {
       spec.annotations[key] = value;
     }
     return Status::Ok();
+  }
+
+  // A key under kCertmountAttributePrefix, whatever its value, must be one
+  // certmount knows, so that a misspelt one is reported rather than ignored.
+  static Status CheckCertmountKey(const std::string& key) {
+    if (std::find(kCertmountAttributes.begin(), kCertmountAttributes.end(), key) !=
+        kCertmountAttributes.end()) {
+      return Status::Ok();
+    }
+    std::string known;
+    for (std::string_view name : kCertmountAttributes) {
+      known.append(known.empty() ? "" : ", ").append(name);
+    }
+    return Status::InvalidArgument(key + ": unknown certmount attribute; the " +
+                                   std::string(kCertmountAttributePrefix) + " keys are " + known);
   }
 
   Status ParseIssuer(CertificateSpec& spec) const {
@@ -718,6 +746,9 @@ class AttributeParser {
     CERTMOUNT_ASSIGN_OR_RETURN(spec.private_key_file,
                                GetFileName(kPrivateKeyFile, spec.private_key_file));
     CERTMOUNT_ASSIGN_OR_RETURN(spec.ca_file, GetFileName(kCaFile, spec.ca_file));
+    CERTMOUNT_ASSIGN_OR_RETURN(
+        spec.credential_bundle_file,
+        GetFileName(kCredentialBundleFileAttribute, spec.credential_bundle_file));
     CERTMOUNT_RETURN_IF_ERROR(ParseFsGroup(spec));
     CERTMOUNT_RETURN_IF_ERROR(ParsePkcs12(spec));
     CERTMOUNT_RETURN_IF_ERROR(ParseJks(spec));
@@ -803,6 +834,9 @@ class AttributeParser {
     if (Get(kJksEnable)) {
       files.emplace_back(kJksFilename, &spec.jks_filename);
       files.emplace_back(kJksTruststore, &spec.jks_truststore_filename);
+    }
+    if (!spec.credential_bundle_file.empty()) {
+      files.emplace_back(kCredentialBundleFileAttribute, &spec.credential_bundle_file);
     }
     for (size_t i = 0; i < files.size(); ++i) {
       for (size_t j = 0; j < i; ++j) {

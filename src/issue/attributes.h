@@ -28,8 +28,22 @@ inline constexpr std::string_view kEphemeral = "csi.storage.k8s.io/ephemeral";
 inline constexpr std::string_view kServiceAccountTokens =
     "csi.storage.k8s.io/serviceAccount.tokens";
 
-// Prefix of every attribute this driver interprets.
+// Prefix of csi-driver's attributes, which this driver reads as csi-driver
+// does.
 inline constexpr std::string_view kAttributePrefix = "csi.cert-manager.io/";
+
+// Prefix of certmount's own attributes. Every key under it is the driver's:
+// one it does not know is INVALID_ARGUMENT naming the key, so a misspelt key
+// is caught at publish, and none is copied onto a CertificateRequest as an
+// annotation.
+inline constexpr std::string_view kCertmountAttributePrefix = "certmount.io/";
+
+// The name of the volume's credential bundle file: the private key (PKCS#8)
+// followed by the certificate chain, in one file
+// (CertificateSpec::credential_bundle_file). Empty or absent: no such file.
+inline constexpr std::string_view kCredentialBundleFileAttribute =
+    "certmount.io/credential-bundle-file";
+static_assert(kCredentialBundleFileAttribute.starts_with(kCertmountAttributePrefix));
 
 // The variables a templated attribute may use, as csi-driver names them, and
 // the kubelet entry each stands for.

@@ -11,10 +11,11 @@
 
 namespace certmount {
 
-// Validates every csi.cert-manager.io/ attribute, applies csi-driver's
-// defaults, expands ${POD_NAME}-style variables from kubelet's entries and
-// copies attributes of other domains into `annotations`. Any problem is
-// INVALID_ARGUMENT whose message starts with the offending attribute key.
+// Validates every csi.cert-manager.io/ and certmount.io/ attribute, applies
+// csi-driver's defaults, expands ${POD_NAME}-style variables from kubelet's
+// entries and copies attributes of other domains into `annotations`. Any
+// problem is INVALID_ARGUMENT whose message starts with the offending
+// attribute key.
 Result<CertificateSpec> ParseAttributes(const std::map<std::string, std::string>& volume_context);
 
 }  // namespace certmount

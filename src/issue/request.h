@@ -100,9 +100,16 @@ struct CertificateSpec {
   // readiness gate condition once the certificate carries its IPs.
   bool pod_ip_readiness_gate = false;
 
-  // Attributes of other domains, passed to issuers that use them (the
-  // cert-manager issuer turns them into CertificateRequest annotations).
+  // Attributes of other domains (not csi.cert-manager.io/,
+  // csi.storage.k8s.io/ or certmount.io/), passed to issuers that use them
+  // (the cert-manager issuer turns them into CertificateRequest annotations).
   std::map<std::string, std::string> annotations;
+
+  // certmount.io/credential-bundle-file: a file in the volume holding the
+  // private key as PKCS#8 ("PRIVATE KEY", whatever key_encoding says)
+  // followed by the certificate file's chain, written with the other files,
+  // mode as the key. Empty: no such file.
+  std::string credential_bundle_file;
 };
 
 }  // namespace certmount

@@ -56,6 +56,7 @@ std::optional<std::string> FilesProblem(const VolumeRecord& volume, const Attrib
   if (!spec.ok()) return "attributes no longer parse: " + spec.status().message();
   std::vector<std::string> expected = {spec->certificate_file, spec->private_key_file,
                                        spec->ca_file};
+  if (!spec->credential_bundle_file.empty()) expected.push_back(spec->credential_bundle_file);
   if (spec->pkcs12_enable) expected.push_back(spec->pkcs12_filename);
   if (spec->jks_enable) {
     expected.push_back(spec->jks_filename);

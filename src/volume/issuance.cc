@@ -106,6 +106,20 @@ Status AddJksFiles(const CertificateSpec& spec, const PrivateKey& key, const std
   return Status::Ok();
 }
 
+// The credential bundle (spec.credential_bundle_file, when set): the key as
+// PKCS#8 whatever spec.key_encoding says, then `chain_pem`, in one file with
+// the key's mode, so that one read gives a key and its certificate.
+Status AddCredentialBundle(const CertificateSpec& spec, const PrivateKey& key,
+                           const std::string& chain_pem, const FileOwnership& ownership,
+                           std::vector<FileEntry>& files) {
+  if (spec.credential_bundle_file.empty()) return Status::Ok();
+  CERTMOUNT_ASSIGN_OR_RETURN(std::string bundle, key.ToPem(KeyEncoding::kPkcs8));
+  if (!bundle.ends_with('\n')) bundle.push_back('\n');
+  bundle += chain_pem;
+  files.push_back({spec.credential_bundle_file, std::move(bundle), KeyFileMode(ownership)});
+  return Status::Ok();
+}
+
 // The contents of `name` among `files`; null when it is not there.
 const std::string* FindFile(const std::vector<FileEntry>& files, const std::string& name) {
   for (const FileEntry& file : files) {
@@ -193,6 +207,8 @@ Result<IssuedCertificateFields> IssueIntoVolume(const IssuanceRequest& request, 
       {spec.private_key_file, std::move(key_pem), KeyFileMode(ownership)},
       {spec.ca_file, issued->ca_pem, CertFileMode(ownership)},
   };
+  CERTMOUNT_RETURN_IF_ERROR(
+      AddCredentialBundle(spec, key, issued->certificate_chain_pem, ownership, files));
   if (spec.pkcs12_enable) {
     CERTMOUNT_ASSIGN_OR_RETURN(
         std::string keystore,

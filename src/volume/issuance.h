@@ -58,9 +58,11 @@ bool HasPendingIssuance(const VolumeLayout& layout, Env* env);
 // True for issuer failures that retrying the same request cannot fix.
 bool IsFinalIssuanceFailure(Code code);
 
-// Issues and writes the files. On success returns the certificate's fields
-// with its next issuance time. On failure the previous file set (if any) is
-// untouched. Issuer errors keep their code, prefixed with the issuer's name.
+// Issues and writes the files the spec names (certificate chain, key, CA,
+// and the credential bundle and keystores when asked for) as one generation
+// (WriteFileSet). On success returns the certificate's fields with its next
+// issuance time. On failure the previous file set (if any) is untouched.
+// Issuer errors keep their code, prefixed with the issuer's name.
 Result<IssuedCertificateFields> IssueIntoVolume(const IssuanceRequest& request, Issuer* issuer,
                                                 Env* env,
                                                 std::chrono::steady_clock::time_point deadline,

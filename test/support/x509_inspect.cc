@@ -41,14 +41,22 @@ std::string Slurp(const std::string& path) {
   return s.str();
 }
 
-std::vector<X509Ptr> ReadCertificates(const std::string& path) {
-  std::string pem = Slurp(path);
+std::vector<X509Ptr> ReadCertificatesPem(const std::string& pem) {
   BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
   std::vector<X509Ptr> out;
   while (X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
     out.emplace_back(cert);
   }
   return out;
+}
+
+std::vector<X509Ptr> ReadCertificates(const std::string& path) {
+  return ReadCertificatesPem(Slurp(path));
+}
+
+KeyPtr ReadPrivateKeyPem(const std::string& pem) {
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  return KeyPtr(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
 }
 
 std::string Asn1String(const ASN1_STRING* s) {
@@ -177,16 +185,25 @@ std::string VerifyChainAt(const std::string& leaf_path, const std::string& ca_pa
 }
 
 bool KeyMatchesCertificate(const std::string& key_path, const std::string& cert_path) {
-  std::string pem = Slurp(key_path);
-  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  KeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
-  std::vector<X509Ptr> certs = ReadCertificates(cert_path);
+  return KeyMatchesCertificatePem(Slurp(key_path), Slurp(cert_path));
+}
+
+bool KeyMatchesCertificatePem(const std::string& key_pem, const std::string& cert_pem) {
+  KeyPtr key = ReadPrivateKeyPem(key_pem);
+  std::vector<X509Ptr> certs = ReadCertificatesPem(cert_pem);
   if (!key || certs.empty()) return false;
   return X509_check_private_key(certs.front().get(), key.get()) == 1;
 }
 
-std::string PemLabel(const std::string& path) {
-  std::string pem = Slurp(path);
+bool SamePrivateKey(const std::string& pem_a, const std::string& pem_b) {
+  KeyPtr a = ReadPrivateKeyPem(pem_a);
+  KeyPtr b = ReadPrivateKeyPem(pem_b);
+  return a && b && EVP_PKEY_eq(a.get(), b.get()) == 1;
+}
+
+std::string PemLabel(const std::string& path) { return PemLabelOf(Slurp(path)); }
+
+std::string PemLabelOf(const std::string& pem) {
   const std::string begin = "-----BEGIN ";
   auto start = pem.find(begin);
   if (start == std::string::npos) return "";

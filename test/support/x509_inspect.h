@@ -45,12 +45,21 @@ std::string VerifyChainAt(const std::string& leaf_path, const std::string& ca_pa
 
 // Whether the private key file and the leaf certificate belong together.
 bool KeyMatchesCertificate(const std::string& key_path, const std::string& cert_path);
+// The same for PEM text: the first private key of `key_pem` and the first
+// certificate of `cert_pem` (X509_check_private_key).
+bool KeyMatchesCertificatePem(const std::string& key_pem, const std::string& cert_pem);
+
+// Whether two PEM private keys, in any unencrypted form (PKCS#1, SEC1,
+// PKCS#8), are the same key (EVP_PKEY_eq).
+bool SamePrivateKey(const std::string& pem_a, const std::string& pem_b);
 
 // How many PEM certificate blocks `text` holds.
 int CountPemCertificates(const std::string& text);
 
 // The PEM label of the first block in a file, e.g. "EC PRIVATE KEY".
 std::string PemLabel(const std::string& path);
+// The same for PEM text.
+std::string PemLabelOf(const std::string& pem);
 
 // Opens a PKCS#12 file with a password; true when it parses and holds a key
 // and a certificate.
