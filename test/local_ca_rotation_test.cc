@@ -98,6 +98,15 @@ TEST_F(LocalCaRotationTest, BundleWithTheSignerAndAnotherCaIsNormalised) {
   EXPECT_EQ(*checked, second_.certificate_pem + first_.certificate_pem);
 }
 
+TEST_F(LocalCaRotationTest, ACaBundleNeedsNoSigner) {
+  // The same checks without a signing certificate to look for: a bundle of
+  // CAs other than the signer is a CA bundle, not this signer's trust bundle.
+  Result<std::string> checked = ValidateCaBundle(second_.certificate_pem + "\n", "b.pem");
+  ASSERT_TRUE(checked.ok()) << checked.status().ToString();
+  EXPECT_EQ(*checked, second_.certificate_pem);
+  EXPECT_FALSE(ValidateTrustBundle(second_.certificate_pem, "b.pem", first_.certificate_pem).ok());
+}
+
 TEST_F(LocalCaRotationTest, BadBundlesAreRefusedWithTheReason) {
   Result<std::unique_ptr<LocalCa>> ca =
       LocalCa::FromPem(first_.certificate_pem, first_.private_key_pem, clock_);
