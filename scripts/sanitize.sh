@@ -25,7 +25,8 @@ case "$mode" in
     # one process: the scheduler and its token bucket, concurrent publishes
     # with a fault-injecting Env, the store's lock, the metrics registry, the
     # Kubernetes client and the cert-manager issuer (against the fake API
-    # server), the local CA. Only these are built, not the whole tree.
+    # server), the local CA, the trust bundle file read while it is swapped.
+    # Only these are built, not the whole tree.
     # Tests that talk gRPC to a certmountd are left out: Debian's libgrpc and
     # abseil are not built with TSan, so every such test reports races inside
     # libgrpc's epoll poller and abseil's deadlock graph and then crashes in
@@ -33,7 +34,7 @@ case "$mode" in
     # 2026-12-03, docs/verification.md). ASan + UBSan run those tests.
     targets=(renewal_scheduler_test token_bucket_test publish_faults_test store_test
              metrics_registry_test kube_client_test cert_manager_issuer_test local_ca_test
-             cert_manager_e2e_test state_file_faults_test)
+             cert_manager_e2e_test state_file_faults_test trust_bundle_source_test)
     # ctest lists a program that was not built as <program>_NOT_BUILT, and
     # the benchmarks' smoke tests by name; neither runs here. The daemon
     # tests of cert_manager_e2e_test start certmountd over gRPC.

@@ -8,12 +8,14 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "issue/csr.h"
 #include "issue/local_ca.h"
 #include "issue/local_ca_watcher.h"
 #include "issue/openssl_ptr.h"
 #include "issue/private_key.h"
+#include "support/bad_ca_bundles.h"
 #include "support/fake_clock.h"
 #include "support/temp_dir.h"
 #include "support/x509_inspect.h"
@@ -22,6 +24,8 @@ namespace certmount {
 namespace {
 
 namespace fs = std::filesystem;
+using ::certmount::testing::BadCaBundle;
+using ::certmount::testing::BadCaBundles;
 using ::certmount::testing::CountPemCertificates;
 using ::certmount::testing::FakeClock;
 using ::certmount::testing::RealtimeNowUnix;
@@ -98,32 +102,20 @@ TEST_F(LocalCaRotationTest, BundleWithTheSignerAndAnotherCaIsNormalised) {
   EXPECT_EQ(*checked, second_.certificate_pem + first_.certificate_pem);
 }
 
+TEST_F(LocalCaRotationTest, ACaBundleNeedsNoSigner) {
+  // The same checks without a signing certificate to look for: a bundle of
+  // CAs other than the signer is a CA bundle, not this signer's trust bundle.
+  Result<std::string> checked = ValidateCaBundle(second_.certificate_pem + "\n", "b.pem");
+  ASSERT_TRUE(checked.ok()) << checked.status().ToString();
+  EXPECT_EQ(*checked, second_.certificate_pem);
+  EXPECT_FALSE(ValidateTrustBundle(second_.certificate_pem, "b.pem", first_.certificate_pem).ok());
+}
+
 TEST_F(LocalCaRotationTest, BadBundlesAreRefusedWithTheReason) {
-  Result<std::unique_ptr<LocalCa>> ca =
-      LocalCa::FromPem(first_.certificate_pem, first_.private_key_pem, clock_);
-  ASSERT_TRUE(ca.ok());
-  Result<IssuedCertificate> leaf = Issue(**ca);
-  ASSERT_TRUE(leaf.ok());
-  std::string many;
-  for (int i = 0; i <= kMaxTrustBundleCertificates; ++i) {
-    many += GenerateSelfSignedCa("ca" + std::to_string(i), 24h, clock_)->certificate_pem;
-  }
-  const struct {
-    std::string bundle;
-    std::string reason;
-  } cases[] = {
-      {"", "no PEM certificate"},
-      {"garbage", "no PEM certificate"},
-      {second_.certificate_pem, "signing CA certificate is not in the CA bundle"},
-      {first_.certificate_pem + leaf->certificate_chain_pem, "block 2 is not a CA certificate"},
-      {first_.certificate_pem + first_.private_key_pem, "block 2 is a \"PRIVATE KEY\""},
-      {first_.certificate_pem + "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
-       "block 2 is not a valid certificate"},
-      {first_.certificate_pem + many, "more than 32 certificates"},
-      {first_.certificate_pem + std::string(kMaxTrustBundleBytes, '\n'), "larger than"},
-  };
-  for (const auto& c : cases) {
-    Result<std::string> checked = ValidateTrustBundle(c.bundle, "b.pem", first_.certificate_pem);
+  std::vector<BadCaBundle> cases = BadCaBundles(first_);
+  cases.push_back({second_.certificate_pem, "signing CA certificate is not in the CA bundle"});
+  for (const BadCaBundle& c : cases) {
+    Result<std::string> checked = ValidateTrustBundle(c.pem, "b.pem", first_.certificate_pem);
     ASSERT_FALSE(checked.ok()) << c.reason;
     EXPECT_EQ(checked.status().code(), Code::kInvalidArgument) << c.reason;
     EXPECT_NE(checked.status().message().find(c.reason), std::string::npos)

@@ -379,22 +379,17 @@ struct PemBlock {
   std::string der;
 };
 
-}  // namespace
-
-Result<std::string> ValidateTrustBundle(const std::string& bundle_pem,
-                                        const std::string& bundle_name,
-                                        const std::string& signing_cert_pem) {
+// ValidateCaBundle's checks; the certificates one PEM block each.
+Result<std::vector<std::string>> CaBundleCertificates(const std::string& bundle_pem,
+                                                      const std::string& bundle_name) {
   if (bundle_pem.size() > kMaxTrustBundleBytes) {
     return Status::InvalidArgument(bundle_name + ": CA bundle is larger than " +
                                    std::to_string(kMaxTrustBundleBytes) + " bytes");
   }
-  X509Ptr signing = ReadCertificate(signing_cert_pem);
-  if (signing == nullptr) return Status::InvalidArgument("signing CA certificate does not parse");
   BioPtr bio = MemoryBio(bundle_pem.data(), bundle_pem.size());
   if (bio == nullptr) return Status::Internal(OpensslFailure("cannot allocate BIO"));
-  std::string normalized;
-  std::vector<std::string> seen;
-  bool has_signer = false;
+  std::vector<std::string> certificates;
+  std::vector<std::string> seen;  // DER of each, to drop duplicates
   for (int index = 1;; ++index) {
     char* name = nullptr;
     char* header = nullptr;
@@ -426,20 +421,47 @@ Result<std::string> ValidateTrustBundle(const std::string& bundle_pem,
     }
     if (std::find(seen.begin(), seen.end(), block.der) != seen.end()) continue;
     seen.push_back(block.der);
-    if (X509_cmp(cert.get(), signing.get()) == 0) has_signer = true;
     CERTMOUNT_ASSIGN_OR_RETURN(std::string pem, CertificatePem(cert.get()));
-    normalized += pem;
+    certificates.push_back(std::move(pem));
   }
   DrainOpensslErrors();  // the read that ends the loop leaves "no start line"
-  if (seen.empty()) {
+  if (certificates.empty()) {
     return Status::InvalidArgument(bundle_name + ": no PEM certificate in the CA bundle");
   }
-  if (!has_signer) {
+  return certificates;
+}
+
+std::string Concatenate(const std::vector<std::string>& pems) {
+  std::string joined;
+  for (const std::string& pem : pems) joined += pem;
+  return joined;
+}
+
+}  // namespace
+
+Result<std::string> ValidateCaBundle(const std::string& bundle_pem,
+                                     const std::string& bundle_name) {
+  CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> certificates,
+                             CaBundleCertificates(bundle_pem, bundle_name));
+  return Concatenate(certificates);
+}
+
+Result<std::string> ValidateTrustBundle(const std::string& bundle_pem,
+                                        const std::string& bundle_name,
+                                        const std::string& signing_cert_pem) {
+  X509Ptr signing = ReadCertificate(signing_cert_pem);
+  if (signing == nullptr) return Status::InvalidArgument("signing CA certificate does not parse");
+  // Re-encoded like the bundle's certificates, so equal text is the same
+  // certificate.
+  CERTMOUNT_ASSIGN_OR_RETURN(std::string signing_pem, CertificatePem(signing.get()));
+  CERTMOUNT_ASSIGN_OR_RETURN(std::vector<std::string> certificates,
+                             CaBundleCertificates(bundle_pem, bundle_name));
+  if (std::find(certificates.begin(), certificates.end(), signing_pem) == certificates.end()) {
     return Status::InvalidArgument(bundle_name +
                                    ": the signing CA certificate is not in the CA bundle (pods "
                                    "could not verify the certificates it signs)");
   }
-  return normalized;
+  return Concatenate(certificates);
 }
 
 LocalCa::LocalCa(ConstructionKey<LocalCa>, std::shared_ptr<const Signer> signer, const Clock& clock)

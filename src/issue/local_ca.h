@@ -46,13 +46,18 @@ struct LocalCaFiles {
 constexpr size_t kMaxTrustBundleBytes = 256 * 1024;
 constexpr int kMaxTrustBundleCertificates = 32;
 
-// Checks `bundle_pem` (named `bundle_name` in messages) as a trust bundle for
-// a CA that signs with `signing_cert_pem`: at most kMaxTrustBundleBytes and
-// kMaxTrustBundleCertificates; only CERTIFICATE PEM blocks, each a CA
-// (basicConstraints CA:TRUE); the signing certificate among them. Returns
-// the bundle re-encoded (one PEM block per certificate, in file order,
+// Checks `bundle_pem` (named `bundle_name` in messages) as a bundle of CA
+// certificates: at most kMaxTrustBundleBytes and kMaxTrustBundleCertificates;
+// only CERTIFICATE PEM blocks (text between blocks is ignored), each
+// parsable and a CA (basicConstraints CA:TRUE); at least one. Returns the
+// bundle re-encoded (one PEM block per certificate, in file order,
 // duplicates dropped). INVALID_ARGUMENT naming the bundle and the offending
 // block otherwise.
+Result<std::string> ValidateCaBundle(const std::string& bundle_pem, const std::string& bundle_name);
+
+// ValidateCaBundle for the trust bundle of a CA that signs with
+// `signing_cert_pem`, which must be among the bundle's certificates
+// (INVALID_ARGUMENT otherwise: pods could not verify what it signs).
 Result<std::string> ValidateTrustBundle(const std::string& bundle_pem,
                                         const std::string& bundle_name,
                                         const std::string& signing_cert_pem);

@@ -1,18 +1,14 @@
-// Notices when the local CA's files change and reloads them: a Kubernetes
+// Notices when the local CA's files change and reloads them. A Kubernetes
 // Secret volume replaces its files all at once by swapping a `..data`
-// symlink, so the certificate, key and bundle paths keep their names while
-// what they resolve to changes. Env::Stat follows the links; a change of
-// inode, size or mtime of any of the files means "read them again".
+// symlink; FileFingerprint tells when any of the certificate, key and
+// bundle paths resolves to something new.
 //
 // Poll is synchronous (tests call it directly); certmountd's Node calls it
 // every --ca-reload-interval and on SIGHUP (docs/ca-rotation.md).
 #pragma once
 
-#include <optional>
-#include <string>
-#include <vector>
-
 #include "common/env.h"
+#include "common/file_fingerprint.h"
 #include "common/status.h"
 #include "issue/local_ca.h"
 
@@ -32,15 +28,12 @@ class LocalCaWatcher {
   Result<LocalCa::Change> Poll(bool force);
 
  private:
-  // inode, size and mtime of each file; nullopt for one Stat cannot see.
-  using Fingerprint = std::vector<std::optional<FileStat>>;
-  Fingerprint Take() const;
-  static bool Same(const Fingerprint& a, const Fingerprint& b);
+  FileFingerprint Take() const;
 
   LocalCa* ca_;
   const LocalCaFiles files_;
   Env* env_;
-  Fingerprint last_;
+  FileFingerprint last_;
 };
 
 }  // namespace certmount
