@@ -15,12 +15,14 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 
 #include "issue/attributes.h"
+#include "issue/local_ca.h"
 #include "kube/base64.h"
 #include "support/daemon.h"
 #include "support/fake_kube_api.h"
@@ -649,6 +651,70 @@ TEST_F(SpiffeDropInTest, VolumeStatsParseWithTheSpiffeRules) {
   ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << daemon_->log();
   csi::v1::VolumeCondition condition = Condition("csi-stats", target);
   EXPECT_FALSE(condition.abnormal()) << condition.message();
+}
+
+// --spiffe-source-ca-bundle: a ConfigMap-style file (..data swapped) whose
+// certificates every volume's CA file holds instead of the signer's CA.
+TEST(SpiffeSourceBundle, EveryVolumeCarriesTheFileAndFollowsItsChanges) {
+  CERTMOUNT_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string configmap = dir.Sub("bundle");
+  fs::create_directories(configmap);
+  auto publish_generation = [&](const std::string& name, const std::string& pem) {
+    fs::create_directories(configmap + "/" + name);
+    std::ofstream(configmap + "/" + name + "/ca.crt") << pem;
+    fs::remove(configmap + "/..data_tmp");
+    fs::create_directory_symlink(name, configmap + "/..data_tmp");
+    fs::rename(configmap + "/..data_tmp", configmap + "/..data");
+  };
+  Result<CaMaterial> first =
+      GenerateSelfSignedCa("trust one", std::chrono::hours(24), SystemClock::Instance());
+  Result<CaMaterial> second =
+      GenerateSelfSignedCa("trust two", std::chrono::hours(24), SystemClock::Instance());
+  ASSERT_TRUE(first.ok() && second.ok());
+  publish_generation("g1", first->certificate_pem);
+  fs::create_symlink("..data/ca.crt", configmap + "/ca.crt");
+
+  Daemon daemon(dir.Sub("node"));
+  ASSERT_TRUE(daemon.Start({std::string("--spiffe-trust-domain=") + kTrustDomain,
+                            "--spiffe-source-ca-bundle=" + configmap + "/ca.crt",
+                            "--ca-reload-interval=100ms"}))
+      << daemon.log();
+  const std::string target = daemon.PodTarget("pod-bundle");
+  csi::v1::NodePublishVolumeRequest request = KubeletPublishRequest("csi-bundle", target, {});
+  csi::v1::NodePublishVolumeResponse response;
+  grpc::Status status = daemon.node().NodePublishVolume(CallContext().get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << daemon.log();
+  auto ca_file = [&] {
+    std::ifstream in(target + "/ca.crt");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(ca_file(), first->certificate_pem);
+
+  publish_generation("g2", second->certificate_pem);
+  // The poller reads the file every 100 ms; wait (bounded) for the rewrite.
+  for (int i = 0; i < 100 && ca_file() != second->certificate_pem; ++i) {
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(ca_file(), second->certificate_pem) << daemon.log();
+}
+
+TEST(SpiffeSourceBundle, AFileThatIsNotACaBundleStopsTheStartNamingTheFlag) {
+  TempDir dir;
+  std::ofstream(dir.Sub("bundle.pem")) << "not a certificate\n";
+  fs::create_directories(dir.Sub("pods"));
+  ProcessResult r =
+      RunProcess({CERTMOUNTD_PATH, "--node-id=n", "--data-root=" + dir.Sub("data"),
+                  "--target-root=" + dir.Sub("pods"), "--endpoint=unix://" + dir.Sub("csi.sock"),
+                  std::string("--spiffe-trust-domain=") + kTrustDomain,
+                  "--spiffe-source-ca-bundle=" + dir.Sub("bundle.pem"), "--mount-tmpfs=false"});
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--spiffe-source-ca-bundle"));
+  ProcessResult without =
+      RunProcess({CERTMOUNTD_PATH, "--node-id=n", "--data-root=" + dir.Sub("data2"),
+                  "--spiffe-source-ca-bundle=" + dir.Sub("bundle.pem")});
+  EXPECT_EQ(without.exit_code, 2) << without.err;
+  EXPECT_THAT(without.err, HasSubstr("needs --spiffe-trust-domain"));
 }
 
 // ---- cert-manager ------------------------------------------------------------------

@@ -60,6 +60,7 @@ struct Flags {
   std::string spiffe_file_name_certificate = "tls.crt";
   std::string spiffe_file_name_key = "tls.key";
   std::string spiffe_file_name_ca = "ca.crt";
+  std::string spiffe_source_ca_bundle;  // empty: the signer's CA
 };
 
 void AddNodeFlags(CLI::App& app, Flags& flags) {
@@ -123,6 +124,9 @@ void AddIssuerFlags(CLI::App& app, Flags& flags) {
   app.add_option("--spiffe-file-name-ca", flags.spiffe_file_name_ca,
                  "SPIFFE mode: the CA file, unless the pod names another")
       ->capture_default_str();
+  app.add_option("--spiffe-source-ca-bundle", flags.spiffe_source_ca_bundle,
+                 "SPIFFE mode: PEM CA certificates written as every volume's CA file, "
+                 "rewritten when the file changes (default: the signer's CA)");
   app.add_option("--ca-cert", flags.ca_cert, "local CA certificate PEM (default: generated)");
   app.add_option("--ca-key", flags.ca_key, "local CA private key PEM");
   app.add_option("--ca-bundle", flags.ca_bundle,
@@ -246,7 +250,10 @@ bool ParseIssuerAndMetrics(const Flags& flags, NodeOptions& options) {
 
 // The SPIFFE flags; each is checked only with --spiffe-trust-domain.
 bool ParseSpiffeSettings(const Flags& flags, NodeOptions& options) {
-  if (flags.spiffe_trust_domain.empty()) return true;
+  if (flags.spiffe_trust_domain.empty()) {
+    if (flags.spiffe_source_ca_bundle.empty()) return true;
+    return UsageError("--spiffe-source-ca-bundle needs --spiffe-trust-domain");
+  }
   Status domain = ValidateSpiffeTrustDomain(flags.spiffe_trust_domain);
   if (!domain.ok()) return UsageError("--spiffe-trust-domain: " + domain.message());
   Result<std::chrono::nanoseconds> duration = ParseGoDuration(flags.spiffe_certificate_duration);
@@ -260,6 +267,7 @@ bool ParseSpiffeSettings(const Flags& flags, NodeOptions& options) {
   spiffe.certificate_file = flags.spiffe_file_name_certificate;
   spiffe.private_key_file = flags.spiffe_file_name_key;
   spiffe.ca_file = flags.spiffe_file_name_ca;
+  options.trust_bundle_file = flags.spiffe_source_ca_bundle;
   Status usable = CheckSpiffeSettings(spiffe);
   if (!usable.ok()) return UsageError("--spiffe-*: " + usable.message());
   return true;
@@ -316,7 +324,8 @@ sigset_t BlockShutdownSignals() {
 }
 
 // Waits for SIGTERM or SIGINT. SIGHUP, an admin's "reload", re-reads the
-// local CA files (Node::ReloadCa) and nothing else: flags are read only at
+// local CA files and the trust bundle file (Node::ReloadCa) and nothing
+// else: flags are read only at
 // start. It never ends the daemon, which would strand every publish.
 int WaitForShutdownSignal(const sigset_t& signals, Node& node) {
   for (;;) {

@@ -11,6 +11,7 @@
 #include "csi/rpc_log.h"
 #include "issue/cert_manager_issuer.h"
 #include "issue/local_ca.h"
+#include "issue/trust_bundle_issuer.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/pod.h"
@@ -157,6 +158,17 @@ Status Node::OpenState() {
 }
 
 Status Node::OpenIssuer() {
+  CERTMOUNT_RETURN_IF_ERROR(OpenSigner());
+  if (options_.trust_bundle_file.empty()) return Status::Ok();
+  bundle_source_ = std::make_unique<TrustBundleSource>(options_.trust_bundle_file, env_);
+  if (Status loaded = bundle_source_->Load(); !loaded.ok()) {
+    return Failed("--spiffe-source-ca-bundle", loaded);
+  }
+  issuer_ = std::make_unique<TrustBundleIssuer>(std::move(issuer_), bundle_source_.get());
+  return Status::Ok();
+}
+
+Status Node::OpenSigner() {
   if (options_.issuer == IssuerKind::kCertManager) {
     Result<std::unique_ptr<Issuer>> issuer =
         MakeCertManagerIssuer(options_, &pod_cache_, &kube_client_);
@@ -335,7 +347,7 @@ Node::Renewing Node::StartRenewals(ScheduleLoaded /*loaded*/) {
         return renewer->Renew(volume, std::move(stop), {deadline, IssuePurpose::kPublish});
       });
   scheduler_->Start();
-  if (ca_watcher_ != nullptr) {
+  if (ca_watcher_ != nullptr || bundle_source_ != nullptr) {
     ca_poller_ = std::jthread([this](std::stop_token stop) {
       std::mutex mu;
       std::condition_variable_any wake;
@@ -352,11 +364,36 @@ Node::Renewing Node::StartRenewals(ScheduleLoaded /*loaded*/) {
 }
 
 void Node::ReloadCa(bool force) {
-  if (ca_watcher_ == nullptr) {
+  if (ca_watcher_ == nullptr && bundle_source_ == nullptr) {
     if (force) spdlog::info("CA reload asked: nothing to reload with --issuer {}", issuer_->Name());
     return;
   }
   std::lock_guard lock(ca_reload_mu_);
+  if (bundle_source_ != nullptr) ReloadTrustBundleFile(force);
+  if (ca_watcher_ != nullptr) ReloadLocalCa(force);
+}
+
+void Node::ReloadTrustBundleFile(bool force) {
+  const std::string before = bundle_source_->Pem();
+  Result<bool> changed = Result<bool>(false);
+  if (force) {
+    Status loaded = bundle_source_->Load();
+    changed = loaded.ok() ? Result<bool>(bundle_source_->Pem() != before) : Result<bool>(loaded);
+  } else {
+    changed = bundle_source_->Poll();
+  }
+  if (!changed.ok()) {
+    spdlog::error("{} changed but cannot be used; volumes keep the bundle read before: {}",
+                  bundle_source_->path(), changed.status().ToString());
+    return;
+  }
+  if (!*changed) return;
+  spdlog::warn("{} changed: rewriting the CA file of {} mounted volumes", bundle_source_->path(),
+               scheduler_->size());
+  scheduler_->RequestForAll(VolumeRefresh::kTrustBundle);
+}
+
+void Node::ReloadLocalCa(bool force) {
   Result<LocalCa::Change> change = ca_watcher_->Poll(force);
   if (!change.ok()) {
     spdlog::error(

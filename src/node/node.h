@@ -36,6 +36,7 @@
 #include "issue/issuer.h"
 #include "issue/local_ca_watcher.h"
 #include "issue/spiffe.h"
+#include "issue/trust_bundle_source.h"
 #include "kube/client.h"
 #include "kube/pod_cache.h"
 #include "kube/watcher.h"
@@ -79,6 +80,10 @@ struct NodeOptions {
   int kube_api_burst = 10;
   bool use_token_request = false;
   int max_requests_per_volume = 1;
+  // A PEM file of CA certificates written as every volume's CA file instead
+  // of the signer's CA, and rewritten in every volume when it changes
+  // (--spiffe-source-ca-bundle); empty: the signer's CA.
+  std::string trust_bundle_file;
   // SPIFFE mode; off when its trust domain is empty. Its issuer_required
   // and key_encipherment are set from `issuer` (both for cert-manager).
   SpiffeSettings spiffe;
@@ -147,10 +152,11 @@ class Node {
   // Local CA: reads its files again (always, or only when they changed
   // since the last check) and, when they pass every check, switches to them
   // and makes the renewal scheduler rewrite every volume's CA file (bundle
-  // changed) or re-issue every certificate (signing CA changed). A change
-  // that fails a check is logged and the CA in use stays. SIGHUP calls it
-  // with `force`; a thread started by StartRenewals every
-  // ca_reload_interval. Does nothing for the cert-manager issuer.
+  // changed) or re-issue every certificate (signing CA changed). The
+  // trust_bundle_file likewise: a new valid one is written into every
+  // volume. A change that fails a check is logged and what is in use stays.
+  // SIGHUP calls it with `force`; a thread started by StartRenewals every
+  // ca_reload_interval.
   void ReloadCa(bool force);
 
   // For tests that drive the pieces directly.
@@ -159,7 +165,11 @@ class Node {
 
  private:
   Status OpenState();
+  // The signer, wrapped in a TrustBundleIssuer with trust_bundle_file.
   Status OpenIssuer();
+  Status OpenSigner();
+  void ReloadTrustBundleFile(bool force);
+  void ReloadLocalCa(bool force);
   void Wire();
   Status StartMetrics();
   // Local CA during a rotation (a bundle of several CAs): asks the
@@ -179,9 +189,11 @@ class Node {
   kube::PodCache pod_cache_;
   LegacyMigration legacy_;  // holds the legacy root's lock while the node runs
   std::unique_ptr<Store> store_;
+  // With trust_bundle_file; before issuer_, which reads it.
+  std::unique_ptr<TrustBundleSource> bundle_source_;
   std::unique_ptr<Issuer> issuer_;
   std::unique_ptr<LocalCaWatcher> ca_watcher_;  // local CA only
-  LocalCa* local_ca_ = nullptr;                 // issuer_, when it is the local CA
+  LocalCa* local_ca_ = nullptr;                 // the signer in issuer_, when it is the local CA
   std::mutex ca_reload_mu_;                     // one reload at a time
   // Cluster access (cert-manager mode); null with the local CA.
   std::shared_ptr<kube::Client> kube_client_;
