@@ -20,7 +20,7 @@ case "$mode" in
     ;;
   thread)
     dir=build-tsan
-    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan-suppressions.txt"
     # The test programs whose code runs on several threads at once inside
     # one process: the scheduler and its token bucket, concurrent publishes
     # with a fault-injecting Env, the store's lock, the metrics registry, the
