@@ -97,6 +97,13 @@ class CertManagerIssuerTest : public ::testing::Test {
     return issuer_->Issue(input_, std::chrono::steady_clock::now() + timeout, stop);
   }
 
+  // A try that ran out of time before its create queues the create, which
+  // is made at its turn after the try has answered (a slow build, e.g.
+  // under TSan): waits until the pending request exists.
+  void AwaitPendingRequest() {
+    ASSERT_TRUE(api_.WaitUntil([&] { return api_.Object(kNs, input_.request_name).has_value(); }));
+  }
+
   std::vector<json> Posts() {
     std::vector<json> bodies;
     for (const auto& request : api_.Requests()) {
@@ -218,7 +225,7 @@ TEST_F(CertManagerIssuerTest, PendingAtTheDeadlineIsLeftInPlaceAndResumed) {
   api_.SetPolicy(SignerPolicy::kPending);
   Result<IssuedCertificate> first = Issue(300ms);
   EXPECT_EQ(first.status().code(), Code::kDeadlineExceeded) << first.status().ToString();
-  ASSERT_TRUE(api_.Object(kNs, input_.request_name).has_value());
+  AwaitPendingRequest();
 
   // Signed between two tries: the watch brings the outcome, and the next try
   // of the same issuance takes it without a call and without a new request.
@@ -242,6 +249,7 @@ TEST_F(CertManagerIssuerTest, PendingAtTheDeadlineIsLeftInPlaceAndResumed) {
 TEST_F(CertManagerIssuerTest, ARetryWhileStillPendingWaitsForTheSameRequest) {
   api_.SetPolicy(SignerPolicy::kPending);
   EXPECT_EQ(Issue(200ms).status().code(), Code::kDeadlineExceeded);
+  AwaitPendingRequest();
   const int posts = api_.Count("POST", "/apis/cert-manager.io/");
   EXPECT_EQ(Issue(200ms).status().code(), Code::kDeadlineExceeded);
   EXPECT_EQ(api_.Count("POST", "/apis/cert-manager.io/"), posts);
@@ -254,6 +262,7 @@ TEST_F(CertManagerIssuerTest, ARetryWhileStillPendingWaitsForTheSameRequest) {
 TEST_F(CertManagerIssuerTest, APendingRequestARelistNoLongerShowsIsCreatedAgain) {
   api_.SetPolicy(SignerPolicy::kPending);
   EXPECT_EQ(Issue(200ms).status().code(), Code::kDeadlineExceeded);
+  AwaitPendingRequest();
   // Deleted while the watch was away; it resumes, gets 410 and lists again.
   api_.DeleteUnseen(kNs, input_.request_name);
   api_.DropWatches();
@@ -268,6 +277,7 @@ TEST_F(CertManagerIssuerTest, APendingRequestARelistNoLongerShowsIsCreatedAgain)
 TEST_F(CertManagerIssuerTest, AVolumeThatGoesForgetsItsPendingRequest) {
   api_.SetPolicy(SignerPolicy::kPending);
   EXPECT_EQ(Issue(200ms).status().code(), Code::kDeadlineExceeded);
+  AwaitPendingRequest();
   issuer_->Retire(kNs, input_.volume_id, std::nullopt);
   issuer_->WaitForRetirements();
   ASSERT_FALSE(api_.Object(kNs, input_.request_name).has_value());
@@ -283,6 +293,7 @@ TEST_F(CertManagerIssuerTest, AVolumeThatGoesForgetsItsPendingRequest) {
 TEST_F(CertManagerIssuerTest, SameNameWithAnotherCsrIsReplaced) {
   api_.SetPolicy(SignerPolicy::kPending);
   EXPECT_EQ(Issue(200ms).status().code(), Code::kDeadlineExceeded);
+  AwaitPendingRequest();
   // A restart lost the key: same issuance name, new CSR.
   input_.csr_pem = MakeCsr(spec_);
   api_.SetPolicy(SignerPolicy::kApprove);
