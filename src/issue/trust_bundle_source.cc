@@ -16,10 +16,10 @@ Status TrustBundleSource::Load() {
   return Read().status();
 }
 
-Result<bool> TrustBundleSource::Poll() {
+Result<bool> TrustBundleSource::Poll(bool force) {
   std::lock_guard lock(load_mu_);
   FileFingerprint now = FileFingerprint::Take({path_}, env_);
-  if (now == last_) return false;
+  if (!force && now == last_) return false;
   last_ = std::move(now);
   return Read();
 }

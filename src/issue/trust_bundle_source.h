@@ -39,8 +39,9 @@ class TrustBundleSource {
   // bundle changed: false when the file did not, or holds the same
   // certificates. A load that fails keeps the bundle and returns the error
   // once per state of the file: until it changes again, polls return false,
-  // so a bad edit is reported once, not every interval.
-  Result<bool> Poll();
+  // so a bad edit is reported once, not every interval. With `force` (an
+  // admin's SIGHUP) the file is read whether or not it looks changed.
+  Result<bool> Poll(bool force = false);
 
   // The bundle: the file's certificates re-encoded, one PEM block each, in
   // file order, duplicates dropped. Empty until a Load or Poll succeeded.

@@ -374,14 +374,7 @@ void Node::ReloadCa(bool force) {
 }
 
 void Node::ReloadTrustBundleFile(bool force) {
-  const std::string before = bundle_source_->Pem();
-  Result<bool> changed = Result<bool>(false);
-  if (force) {
-    Status loaded = bundle_source_->Load();
-    changed = loaded.ok() ? Result<bool>(bundle_source_->Pem() != before) : Result<bool>(loaded);
-  } else {
-    changed = bundle_source_->Poll();
-  }
+  Result<bool> changed = bundle_source_->Poll(force);
   if (!changed.ok()) {
     spdlog::error("{} changed but cannot be used; volumes keep the bundle read before: {}",
                   bundle_source_->path(), changed.status().ToString());
